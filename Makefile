@@ -1,0 +1,47 @@
+# Two commands on a fresh machine (Python 3.11 and Java 17 present):
+#   make scenario NAME=steady     # sets everything up, runs the scenario
+#   make test                     # the test suite (what CI runs)
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+JVM_STAMP := $(VENV)/.jvm-ready
+NAME ?= steady
+ARGS ?=
+
+.PHONY: setup scenario test test-slow list kafka-up kafka-down bench clean-runs
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 2; }
+	@command -v java >/dev/null || { echo "need Java 17 (java on PATH)"; exit 2; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+$(JVM_STAMP): $(STAMP) harness/jvm/settings.xml harness/jvm/kafka-broker/pom.xml harness/jvm/spark-kafka/pom.xml
+	$(PY) -m harness setup
+	touch $(JVM_STAMP)
+
+setup: $(JVM_STAMP)
+
+scenario: setup
+	$(PY) -m harness run $(NAME) $(ARGS)
+
+list: $(STAMP)
+	@$(PY) -m harness list
+
+test: setup
+	$(PY) -m pytest -q
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+kafka-up: setup
+	$(PY) -m harness kafka up
+
+kafka-down: $(STAMP)
+	$(PY) -m harness kafka down
+
+clean-runs:
+	rm -rf runs

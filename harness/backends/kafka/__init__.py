@@ -1,0 +1,1 @@
+"""Kafka backends: an embedded KRaft broker (default), a user's cluster (`external`), or testcontainers."""

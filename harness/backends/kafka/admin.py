@@ -1,0 +1,107 @@
+"""What every Kafka backend does the same way once it has a bootstrap address."""
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness.backends.base import Backend, BackendError
+
+
+CLIENT_LOG = logging.getLogger("harness.kafka.client")
+
+
+def client_config(bootstrap: str) -> dict[str, Any]:
+    """Admin/consumer clients log through Python logging, not straight onto the user's terminal."""
+    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG}
+
+
+def _accepts(bootstrap: str) -> bool:
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class KafkaBackendBase(Backend):
+    kind = "kafka"
+    bootstrap: str = ""
+
+    _admin: AdminClient | None = None
+
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(client_config(self.bootstrap))
+        return self._admin
+
+    def wait_ready(self, brokers: int, timeout: float = 90.0, alive=lambda: True) -> None:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if not alive():
+                raise BackendError("the Kafka broker exited during start-up; see its log in the run directory")
+            if not _accepts(self.bootstrap):
+                time.sleep(0.2)
+                continue
+            try:
+                md = self.admin().list_topics(timeout=3)
+                if len(md.brokers) >= brokers:
+                    return
+            except KafkaException as exc:
+                last = exc
+            time.sleep(0.5)
+        raise BackendError(f"Kafka at {self.bootstrap} not ready after {timeout:.0f}s ({last})")
+
+    def create_stream(self, name: str, partitions: int, config: dict[str, str], replication: int = 1) -> None:
+        admin = self.admin()
+        if name in admin.list_topics(timeout=10).topics:
+            for fut in admin.delete_topics([name], operation_timeout=30).values():
+                fut.result()
+            self._wait(lambda: name not in admin.list_topics(timeout=10).topics, f"deletion of topic {name}")
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication,
+                         config={k: str(v) for k, v in config.items()})
+        for fut in admin.create_topics([topic], operation_timeout=30).values():
+            try:
+                fut.result()
+            except KafkaException as exc:
+                raise BackendError(f"cannot create topic {name}: {exc}") from exc
+        self._wait(lambda: self._leaders_known(name, partitions), f"leaders of topic {name}")
+
+    def _leaders_known(self, name: str, partitions: int) -> bool:
+        md = self.admin().list_topics(name, timeout=10).topics.get(name)
+        return bool(md and len(md.partitions) == partitions and all(p.leader >= 0 for p in md.partitions.values()))
+
+    @staticmethod
+    def _wait(pred, what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not pred():
+            if time.monotonic() > deadline:
+                raise BackendError(f"timed out waiting for {what}")
+            time.sleep(0.2)
+
+    def producer_settings(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap}
+
+    def spark_source(self, stream: str, options: dict[str, str]) -> tuple[str, dict[str, str]]:
+        opts = {"kafka.bootstrap.servers": self.bootstrap, "subscribe": stream}
+        opts.update(options)
+        return "kafka", opts
+
+    def end_offsets(self, stream: str) -> dict[int, int]:
+        consumer = Consumer(dict(client_config(self.bootstrap), **{"group.id": "harness-watermarks",
+                                                                   "enable.auto.commit": False}))
+        try:
+            md = consumer.list_topics(stream, timeout=10).topics[stream]
+            return {p: consumer.get_watermark_offsets(TopicPartition(stream, p), timeout=10)[1]
+                    for p in sorted(md.partitions)}
+        finally:
+            consumer.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "bootstrap": self.bootstrap}

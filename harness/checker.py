@@ -1,0 +1,150 @@
+"""The checker: a pure function of the history (producers' ack logs) and what the sink holds.
+
+Every event handed to a producer client is accounted for: acked or failed; every acked event is delivered
+exactly once, or is lost, or is an *expected* loss declared by a fault (records aged out, a deleted topic).
+Delivered rows must sit at the partition and offset their ack reported, and per producer and partition they
+must appear in send order (idempotent producers guarantee it, so a violation is the pipeline's doing).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hdrh.histogram import HdrHistogram
+
+from producers.records import ACK_COLUMNS
+
+ACK_DTYPES = {"producer": "int32", "seq": "int64", "partition": "int32", "offset": "int64",
+              "intended_ms": "float64", "produce_ms": "float64", "ack_ms": "float64", "error": "string"}
+
+
+def load_acks(producer_dir: Path) -> pd.DataFrame:
+    frames = [pd.read_csv(f, dtype=ACK_DTYPES, keep_default_na=False) for f in sorted(producer_dir.glob("acks-*.csv"))]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=ACK_DTYPES[c]) for c in ACK_COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass
+class Reconciliation:
+    produced: int
+    acked: int
+    failed: int
+    delivered_unique: int
+    duplicates: int
+    lost: int
+    expected_lost: int
+    delivered_unacked: int
+    misplaced: int
+    order_violations: int
+    sink_rows: int
+    latency_ms: np.ndarray = field(repr=False)
+    publish_delay_ms: np.ndarray = field(repr=False)
+    lost_by_partition: dict[int, int] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        return {"produced": self.produced, "acked": self.acked, "delivered_unique": self.delivered_unique,
+                "duplicates": self.duplicates, "lost": self.lost, "expected_lost": self.expected_lost,
+                "failed": self.failed, "delivered_unacked": self.delivered_unacked, "misplaced": self.misplaced,
+                "order_violations": self.order_violations, "sink_rows": self.sink_rows}
+
+
+def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected_loss: pd.DataFrame | None = None) -> Reconciliation:
+    """`expected_loss`: (partition, offset) pairs a fault declared gone; acked events there are not 'lost'."""
+    ok = acks[acks["error"] == ""]
+    ids = ["producer", "seq"]
+    sink_ids = sink[ids + ["partition", "offset", "commit_ms", "intended_ms"]].astype(
+        {"producer": "int64", "seq": "int64", "partition": "int64", "offset": "int64"})
+    first = sink_ids.sort_values("commit_ms", kind="stable").drop_duplicates(ids, keep="first")
+    duplicates = len(sink_ids) - len(first)
+
+    joined = ok[ids + ["partition", "offset", "intended_ms", "produce_ms"]].astype(
+        {"producer": "int64", "seq": "int64", "partition": "int64", "offset": "int64"}).merge(
+        first, on=ids, how="left", suffixes=("", "_sink"), indicator=True)
+    delivered = joined[joined["_merge"] == "both"]
+    missing = joined[joined["_merge"] == "left_only"]
+
+    expected_lost = 0
+    if expected_loss is not None and len(missing):
+        marks = missing.merge(expected_loss[["partition", "offset"]].astype("int64"), on=["partition", "offset"],
+                              how="left", indicator="_expected")
+        expected_mask = (marks["_expected"] == "both").to_numpy()
+        expected_lost = int(expected_mask.sum())
+        missing = missing[~expected_mask]
+
+    acked_ids = ok[ids].astype("int64")
+    unacked = first.merge(acked_ids, on=ids, how="left", indicator=True)
+    delivered_unacked = int((unacked["_merge"] == "left_only").sum())
+
+    misplaced = int(((delivered["partition"] != delivered["partition_sink"])
+                     | (delivered["offset"] != delivered["offset_sink"])).sum())
+
+    order_violations = 0
+    if len(first):
+        ordered = first.sort_values(["producer", "partition", "offset"], kind="stable")
+        same_group = (ordered["producer"].to_numpy()[1:] == ordered["producer"].to_numpy()[:-1]) & (
+            ordered["partition"].to_numpy()[1:] == ordered["partition"].to_numpy()[:-1])
+        order_violations = int((same_group & (np.diff(ordered["seq"].to_numpy()) <= 0)).sum())
+
+    return Reconciliation(
+        produced=len(acks), acked=len(ok), failed=len(acks) - len(ok), delivered_unique=len(delivered),
+        duplicates=duplicates, lost=len(missing), expected_lost=expected_lost,
+        delivered_unacked=delivered_unacked, misplaced=misplaced, order_violations=order_violations,
+        sink_rows=len(sink_ids),
+        latency_ms=(delivered["commit_ms"] - delivered["intended_ms"]).to_numpy(dtype="float64"),
+        publish_delay_ms=(delivered["produce_ms"] - delivered["intended_ms"]).to_numpy(dtype="float64"),
+        lost_by_partition={int(k): int(v) for k, v in missing.groupby("partition").size().items()},
+    )
+
+
+def percentiles_ms(values_ms: np.ndarray) -> dict[str, float]:
+    """HdrHistogram at microsecond resolution, 3 significant digits, up to one hour."""
+    hist = HdrHistogram(1, 3_600_000_000, 3)
+    values_us, counts = np.unique(np.clip(np.rint(values_ms * 1000.0), 1, 3_600_000_000).astype(np.int64),
+                                  return_counts=True)
+    for v, n in zip(values_us.tolist(), counts.tolist()):
+        hist.record_value(v, n)
+    if not hist.get_total_count():
+        return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0}
+    out = {f"p{str(p).replace('.', '')}": hist.get_value_at_percentile(p) / 1000.0 for p in (50, 90, 99, 99.9)}
+    out["max"] = hist.get_max_value() / 1000.0
+    return out
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+def evaluate(rec: Reconciliation, checks, *, target_events: float, latency: dict[str, float],
+             drained: bool, drain_detail: str, expect_send_failures: bool = False) -> list[Check]:
+    """The verdict's evidence, one named check each; `checks` is the scenario's [checks] section."""
+    out = [
+        Check("drained", drained, drain_detail),
+        Check("no_loss", rec.lost <= checks.max_lost,
+              f"{rec.lost} acked events never delivered (allowed {checks.max_lost}; expected losses "
+              f"{rec.expected_lost})" + (f"; by partition {rec.lost_by_partition}" if rec.lost else "")),
+        Check("no_duplicates", rec.duplicates <= checks.max_duplicates,
+              f"{rec.duplicates} duplicate deliveries (allowed {checks.max_duplicates})"),
+        Check("offsets_match", rec.misplaced == 0,
+              f"{rec.misplaced} delivered events at another partition/offset than their ack said"),
+        Check("acked", rec.acked > 0 and (expect_send_failures or rec.failed == 0),
+              f"{rec.acked} of {rec.produced} events acked, {rec.failed} failed"),
+        Check("produce_rate", rec.produced >= checks.min_produce_ratio * target_events,
+              f"{rec.produced} produced of {target_events:.0f} scheduled "
+              f"({(rec.produced / target_events if target_events else 0):.4f}, need >= {checks.min_produce_ratio})"),
+    ]
+    if checks.require_order:
+        out.append(Check("order", rec.order_violations == 0,
+                         f"{rec.order_violations} out-of-order events per producer and partition"))
+    if checks.latency_p99_ms is not None:
+        out.append(Check("latency_p99", latency["p99"] <= checks.latency_p99_ms,
+                         f"p99 {latency['p99']:.1f} ms (limit {checks.latency_p99_ms:.1f} ms)"))
+    return out

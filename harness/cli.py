@@ -1,0 +1,129 @@
+"""`harness` / `python -m harness`: run scenarios, list them, manage a standalone broker, set up, serve the emulator.
+
+Exit codes: 0 pass, 1 a check failed, 2 bad input (file, field and what is allowed are named), 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+from harness.config import ConfigError
+from harness.paths import SCENARIOS_DIR
+
+EXIT_BAD_INPUT = 2
+
+
+def _cmd_run(args) -> int:
+    from harness.console import Console
+    from harness.runner import run
+
+    outcome = run(args.scenario, args.set, Path(args.out) if args.out else None,
+                  Console(quiet=True if args.quiet else None))
+    return outcome.exit_code
+
+
+def _cmd_list(args) -> int:
+    for path in sorted(SCENARIOS_DIR.glob("*.toml")):
+        try:
+            data = tomllib.loads(path.read_text())
+            desc = str(data.get("description", "")).strip().splitlines()[0] if data.get("description") else ""
+        except (tomllib.TOMLDecodeError, IndexError):
+            desc = "(unreadable)"
+        print(f"{path.stem:<16} {desc}")
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    from harness.config import load_scenario
+
+    scenario, path, _ = load_scenario(args.scenario, args.set)
+    print(f"{path}: ok")
+    if args.show:
+        print(json.dumps(scenario.model_dump(mode="json"), indent=2))
+    return 0
+
+
+def _cmd_setup(args) -> int:
+    from harness.jvm.artifacts import setup_all
+
+    for name, jars in setup_all(quiet=not args.verbose).items():
+        print(f"{name}: {len(jars)} jars in {jars[0].parent if jars else '-'}")
+    return 0
+
+
+def _cmd_kafka(args) -> int:
+    from harness.backends.kafka import standalone
+
+    if args.action == "up":
+        state = standalone.up(nodes=args.nodes)
+        print(f"bootstrap.servers={state['bootstrap']}")
+        print(f"logs: {state['logs']}  (stop with: harness kafka down)")
+        return 0
+    if args.action == "down":
+        print("stopped" if standalone.down() else "no standalone broker running")
+        return 0
+    state = standalone.status()
+    if not state:
+        print("no standalone broker running")
+        return 1
+    print(f"running: bootstrap.servers={state['bootstrap']} nodes={state['nodes']} pid={state['pid']}")
+    return 0
+
+
+def _cmd_emulator(args) -> int:
+    from harness.emulator.serve import serve_forever
+
+    return serve_forever(port=args.port, config_path=args.config, control_port=args.control_port)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a scenario and write its run directory")
+    r.add_argument("scenario", help="a name from scenarios/ or a path to a .toml file")
+    r.add_argument("--set", action="append", default=[], metavar="dotted.key=value",
+                   help="override a scenario field (value parsed as TOML), repeatable")
+    r.add_argument("--out", help="run directory (default runs/<UTC timestamp>-<scenario>)")
+    r.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    r.set_defaults(func=_cmd_run)
+
+    sub.add_parser("list", help="list scenarios with one-line descriptions").set_defaults(func=_cmd_list)
+
+    v = sub.add_parser("validate", help="check a scenario file without running it")
+    v.add_argument("scenario")
+    v.add_argument("--set", action="append", default=[])
+    v.add_argument("--show", action="store_true", help="print the resolved scenario")
+    v.set_defaults(func=_cmd_validate)
+
+    s = sub.add_parser("setup", help="fetch the JVM artifacts (Kafka broker, Spark's Kafka source) into the cache")
+    s.add_argument("--verbose", action="store_true")
+    s.set_defaults(func=_cmd_setup)
+
+    k = sub.add_parser("kafka", help="a standalone embedded broker for manual work")
+    k.add_argument("action", choices=["up", "down", "status"])
+    k.add_argument("--nodes", type=int, default=1)
+    k.set_defaults(func=_cmd_kafka)
+
+    e = sub.add_parser("emulator", help="the Event Hubs emulator")
+    esub = e.add_subparsers(dest="emulator_command", required=True)
+    es = esub.add_parser("serve", help="serve in the foreground until Ctrl-C/SIGTERM")
+    es.add_argument("--port", type=int, default=0, help="AMQP port on 127.0.0.1 (default: a free one)")
+    es.add_argument("--config", help="Config.json in the shape of Microsoft's emulator")
+    es.add_argument("--control-port", type=int, default=0)
+    es.set_defaults(func=_cmd_emulator)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130

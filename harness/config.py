@@ -1,0 +1,260 @@
+"""Scenario files: TOML, pure data, validated strictly so a typo fails loudly before anything starts.
+
+A scenario names the backend, the stream, the traffic (producers), the Spark query and the checks. Options that
+belong to a real connector (Spark's Kafka source options, Spark conf, confluent-kafka producer settings, topic
+configs) are passed through verbatim so production settings can be pasted in; Spark source option names are
+still checked against the connector's list, so `maxOffsetPerTrigger` is an error rather than a silent no-op.
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.paths import SCENARIOS_DIR
+from producers.spec import KeysSpec, PayloadSpec, RateSpec
+
+
+class ConfigError(Exception):
+    """Bad input: the message names the file, the field and what is allowed. The CLI exits 2."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+Scalar = Union[str, int, float, bool]
+
+# Spark's Kafka source options (connector/kafka-0-10-sql, KafkaSourceProvider); `kafka.*` go to the consumer.
+SPARK_KAFKA_SOURCE_OPTIONS = {
+    "assign", "subscribe", "subscribepattern", "startingoffsets", "endingoffsets", "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestampstrategy",
+    "failondataloss", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
+    "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "minpartitions", "maxrecordsperpartition",
+    "groupidprefix", "includeheaders",
+}
+
+
+def _stringify(options: dict[str, Scalar]) -> dict[str, str]:
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in options.items()}
+
+
+class BackendSpec(Strict):
+    kind: Literal["kafka"] = "kafka"
+    mode: Literal["embedded", "external", "container"] = "embedded"
+    nodes: int = Field(1, ge=1, le=5, description="embedded broker nodes (3 for broker-kill faults)")
+    heap_mb: int = Field(512, ge=128, le=4096)
+    bootstrap_servers: str | None = Field(None, description="required with mode = external")
+    broker: dict[str, Scalar] = Field(default_factory=dict, description="extra server.properties (embedded)")
+
+    @model_validator(mode="after")
+    def _external_needs_bootstrap(self):
+        if self.mode == "external" and not self.bootstrap_servers:
+            raise ValueError("mode = 'external' needs bootstrap_servers = 'host:port,...'")
+        return self
+
+
+class StreamSpec(Strict):
+    name: str = Field("events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    partitions: int = Field(8, ge=1, le=1024)
+    config: dict[str, Scalar] = Field(default_factory=dict, description="topic configs, verbatim")
+
+
+class ProducersSpec(Strict):
+    processes: int = Field(1, ge=1, le=64)
+    users: int = Field(2, ge=1, le=1000, description="locust users (greenlets) per process")
+    batch_size: int = Field(200, ge=1, le=100_000, description="events per locust task")
+    duration_s: float = Field(60.0, gt=0, le=7 * 24 * 3600)
+    rate: RateSpec
+    keys: KeysSpec = Field(default_factory=lambda: {"kind": "uniform", "count": 1000})
+    payload: PayloadSpec = Field(default_factory=dict)
+    client: dict[str, Scalar] = Field(default_factory=dict, description="confluent-kafka producer settings")
+    max_backlog_s: float = Field(1.0, gt=0, le=3600, description="pacer backlog cap: no catch-up storms")
+
+
+class TriggerSpec(Strict):
+    kind: Literal["processingTime", "availableNow", "once"] = "processingTime"
+    interval: str = "0 seconds"
+
+
+class SparkSpec(Strict):
+    master: str = Field("local[2]", pattern=r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\])$")
+    query: Literal["passthrough"] = "passthrough"
+    sink: Literal["parquet"] = "parquet"
+    output_mode: Literal["append"] = "append"
+    trigger: TriggerSpec = Field(default_factory=TriggerSpec)
+    source_options: dict[str, Scalar] = Field(default_factory=dict)
+    conf: dict[str, Scalar] = Field(default_factory=dict, description="Spark conf, verbatim")
+    driver_memory: str = Field("1g", pattern=r"^\d+[mg]$")
+    start_timeout_s: float = Field(180.0, gt=0)
+    drain_timeout_s: float = Field(180.0, gt=0)
+
+    @field_validator("source_options")
+    @classmethod
+    def _known_source_options(cls, options: dict[str, Scalar]) -> dict[str, Scalar]:
+        for key in options:
+            low = key.lower()
+            if low.startswith("kafka."):
+                continue
+            if low not in SPARK_KAFKA_SOURCE_OPTIONS:
+                raise ValueError(f"{key!r} is not a Spark Kafka source option; allowed: kafka.<consumer setting> or "
+                                 + ", ".join(sorted(_CANONICAL_OPTIONS)))
+            if low in {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers"}:
+                raise ValueError(f"{key!r} is set by the harness from [stream] and [backend]")
+        return options
+
+
+_CANONICAL_OPTIONS = [
+    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
+    "groupIdPrefix", "includeHeaders"]
+
+
+class ChecksSpec(Strict):
+    max_lost: int = Field(0, ge=0, description="acked events allowed to be missing beyond expected loss")
+    max_duplicates: int = Field(0, ge=0)
+    require_order: bool = Field(True, description="per producer and partition, offsets follow send order")
+    latency_p99_ms: float | None = Field(None, gt=0, description="fail when end-to-end p99 exceeds this")
+    min_produce_ratio: float = Field(0.95, ge=0, le=1, description="achieved / target events at least this")
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str = ""
+    seed: int = 1
+    backend: BackendSpec = Field(default_factory=BackendSpec)
+    stream: StreamSpec = Field(default_factory=StreamSpec)
+    producers: ProducersSpec
+    spark: SparkSpec = Field(default_factory=SparkSpec)
+    checks: ChecksSpec = Field(default_factory=ChecksSpec)
+
+    def source_options(self) -> dict[str, str]:
+        return _stringify(self.spark.source_options)
+
+    def spark_conf(self) -> dict[str, str]:
+        return _stringify(self.spark.conf)
+
+
+# -- loading ---------------------------------------------------------------------------------------------------
+def scenario_path(name_or_path: str) -> Path:
+    """A name from scenarios/ or a path to a .toml file."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        if not p.is_file():
+            raise ConfigError(f"{p}: no such scenario file")
+        return p
+    candidate = SCENARIOS_DIR / f"{name_or_path}.toml"
+    if not candidate.is_file():
+        known = ", ".join(sorted(x.stem for x in SCENARIOS_DIR.glob("*.toml")))
+        raise ConfigError(f"no scenario named {name_or_path!r}; known: {known} (or give a path to a .toml file)")
+    return candidate
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`producers.rate.eps=5000` -> (["producers","rate","eps"], 5000); values are TOML, else plain strings."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected dotted.key=value")
+    key, raw = text.split("=", 1)
+    parts = [p for p in key.strip().split(".")]
+    if not all(parts):
+        raise ConfigError(f"--set {text!r}: empty part in key {key!r}")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return parts, value
+
+
+def _apply(data: dict, parts: list[str], value: Any, text: str) -> None:
+    node = data
+    for part in parts[:-1]:
+        nxt = node.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"--set {text!r}: {part!r} is not a table")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tuple[Scenario, Path, dict]:
+    """Returns the validated scenario, its file, and the raw (override-applied) data for the run record."""
+    path = scenario_path(name_or_path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    for text in overrides or []:
+        parts, value = parse_override(text)
+        _apply(data, parts, value, text)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(path, exc)) from None
+    return scenario, path, data
+
+
+def format_errors(path: Path | str, exc: ValidationError, model: type[BaseModel] = Scenario) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"] if not _is_union_tag(x))
+        if err["type"] == "extra_forbidden":
+            allowed = _allowed_fields(model, [x for x in err["loc"][:-1]])
+            msg = "unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+        else:
+            msg = err["msg"]
+            if "input" in err and not isinstance(err["input"], dict):
+                msg += f" (got {err['input']!r})"
+        lines.append(f"{path}: {loc or '<top>'}: {msg}")
+    return "\n".join(lines)
+
+
+def _is_union_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part.startswith("function-") or "[" in part)
+
+
+def _allowed_fields(model: type[BaseModel], loc: list[Any]) -> list[str]:
+    """Field names of the (sub)model at `loc`, for 'unknown key' messages; [] when it cannot be told."""
+    current: Any = model
+    for part in loc:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        if part in current.model_fields:
+            current = current.model_fields[part].annotation
+            current = _unwrap(current)
+        else:
+            # a discriminated-union tag such as 'zipf': pick the member whose `kind` default matches
+            member = _union_member(current, part)
+            if member is None:
+                return []
+            current = member
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _unwrap(tp: Any) -> Any:
+    from typing import get_args, get_origin
+
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    args = [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, getattr(__import__("types"), "UnionType", Union)) else []
+    if len(args) == 1:
+        return _unwrap(args[0])
+    if args:
+        return tp
+    return tp
+
+
+def _union_member(tp: Any, tag: Any) -> Any:
+    from typing import get_args
+
+    for member in get_args(_unwrap(tp)):
+        member = _unwrap(member)
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            kind = member.model_fields.get("kind")
+            if kind is not None and kind.default == tag:
+                return member
+    return None

@@ -1,0 +1,81 @@
+"""Terminal output: live progress (rich) for people, a few plain lines when quiet (CI, pipes)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import contextmanager
+
+from rich.console import Console as RichConsole
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+def is_quiet() -> bool:
+    return bool(os.environ.get("CI")) or not sys.stdout.isatty()
+
+
+class _Bar:
+    def __init__(self, progress: Progress | None, task, console: "Console"):
+        self.progress, self.task, self.console = progress, task, console
+        self._last_print = 0.0
+
+    def update(self, completed: float, text: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=completed, info=text)
+        elif time.monotonic() - self._last_print > 15:
+            self._last_print = time.monotonic()
+            self.console.info(f"  {completed:.0f}s  {text}")
+
+
+class Console:
+    def __init__(self, quiet: bool | None = None):
+        self.quiet = is_quiet() if quiet is None else quiet
+        self.rich = RichConsole(highlight=False, soft_wrap=True)
+
+    def info(self, text: str) -> None:
+        self.rich.print(text, markup=False)
+
+    def warn(self, text: str) -> None:
+        self.rich.print(f"[yellow]warning:[/yellow] {text}")
+
+    @contextmanager
+    def step(self, what: str):
+        t = time.monotonic()
+        if self.quiet:
+            self.info(f"{what} ...")
+            yield
+        else:
+            with self.rich.status(what):
+                yield
+        self.info(f"{what}: done in {time.monotonic() - t:.1f}s")
+
+    @contextmanager
+    def progress(self, what: str, total: float):
+        if self.quiet:
+            self.info(f"{what}: {total:.0f}s")
+            yield _Bar(None, None, self)
+            return
+        columns = (TextColumn(f"[bold]{what}"), BarColumn(), TimeElapsedColumn(), TextColumn("{task.fields[info]}"))
+        with Progress(*columns, console=self.rich, transient=False) as progress:
+            task = progress.add_task(what, total=total, info="")
+            yield _Bar(progress, task, self)
+
+    def summary(self, result: dict, run_dir) -> None:
+        verdict = result["verdict"]
+        colour = "green" if verdict == "pass" else "red"
+        c, lat, thr = result["counts"], result["latency_ms"], result["throughput"]
+        table = Table(title=f"{result['scenario']} on {result['backend']}: [{colour}]{verdict.upper()}[/{colour}]",
+                      show_header=True, header_style="bold")
+        table.add_column("check")
+        table.add_column("ok")
+        table.add_column("detail", overflow="fold")
+        for check in result["checks"]:
+            table.add_row(check["name"], "[green]yes[/green]" if check["ok"] else "[red]NO[/red]", check["detail"])
+        self.rich.print(table)
+        self.info(f"produced {c['produced']:,}  acked {c['acked']:,}  delivered {c['delivered_unique']:,}  "
+                  f"duplicates {c['duplicates']:,}  lost {c['lost']:,}  expected lost {c['expected_lost']:,}")
+        self.info(f"throughput: produce {thr['produce_eps']:,.0f} ev/s (target {thr['target_eps']:,.0f}), "
+                  f"Spark {thr['process_rps']:,.0f} rows/s over {result['batches']} batches")
+        self.info("end-to-end latency ms: " + "  ".join(f"{k} {v:,.1f}" for k, v in lat.items()))
+        self.info(f"report: {run_dir}/report.md   result: {run_dir}/result.json")

@@ -1,0 +1,63 @@
+"""Reads the query's Parquet file sink the way a downstream reader sees it: through `_spark_metadata`.
+
+Only files listed in the sink's own log count (that log is what makes the file sink exactly-once: a re-run batch
+id is skipped). Each batch's log file is written when that batch commits, so its modification time is the moment
+the batch's rows became visible: the end of the end-to-end latency.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+SINK_COLUMNS = ["producer", "seq", "intended_ms", "partition", "offset", "broker_ms", "bytes", "batch_ms"]
+
+
+def batch_log(sink: Path) -> list[tuple[int, float, list[str]]]:
+    """[(batch id, commit time ms, [data files added])], oldest first; compacted logs contribute new files only."""
+    meta = sink / "_spark_metadata"
+    if not meta.is_dir():
+        return []
+    entries = []
+    for f in meta.iterdir():
+        name = f.name.removesuffix(".compact")
+        if name.isdigit():
+            entries.append((int(name), f))
+    seen: set[str] = set()
+    out = []
+    for batch_id, f in sorted(entries):
+        lines = f.read_text(encoding="utf-8").splitlines()
+        files = []
+        for line in lines[1:]:
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            if rec.get("action", "add") != "add" or rec["path"] in seen:
+                continue
+            seen.add(rec["path"])
+            files.append(rec["path"])
+        out.append((batch_id, f.stat().st_mtime * 1000.0, files))
+    return out
+
+
+def _local(path: str) -> str:
+    parsed = urlparse(path)
+    return unquote(parsed.path) if parsed.scheme in ("file", "") else path
+
+
+def read_sink(sink: Path) -> pd.DataFrame:
+    """Every row the sink holds, with the batch id and commit time (ms) of the batch that wrote it."""
+    frames = []
+    for batch_id, commit_ms, files in batch_log(sink):
+        for path in files:
+            table = pq.read_table(_local(path), columns=SINK_COLUMNS)
+            df = table.to_pandas()
+            df["batch_id"] = batch_id
+            df["commit_ms"] = commit_ms
+            frames.append(df)
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in SINK_COLUMNS + ["batch_id", "commit_ms"]})
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,113 @@
+"""The runner's handle on the query-under-test process: write its job, start it, drain it, stop or kill it."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from harness.jvm.artifacts import resolve
+from harness.supervisor import Child, Supervisor
+
+# Loopback only, no UI ports, and the file sink keeps every per-batch metadata file so the checker can time
+# each batch's commit (compaction would fold them together).
+BASE_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.streaming.fileSink.log.deletion": "false",
+    "spark.sql.streaming.fileSink.log.compactInterval": "1000000",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.python.worker.reuse": "true",
+}
+
+
+class SparkQueryProcess:
+    def __init__(self, run_dir: Path, supervisor: Supervisor, *, backend: str, fmt: str, options: dict[str, str],
+                 master: str, conf: dict[str, str], trigger: dict, sink: str = "parquet",
+                 output_mode: str = "append", driver_memory: str = "1g", query_name: str = "query_under_test"):
+        self.run_dir = run_dir
+        self.supervisor = supervisor
+        self.spark_dir = run_dir / "spark"
+        self.control = run_dir / "control"
+        self.checkpoint = run_dir / "checkpoint"
+        self.sink_path = run_dir / "sink"
+        self.spark_dir.mkdir(parents=True, exist_ok=True)
+        self.control.mkdir(parents=True, exist_ok=True)
+        jars = [str(j) for j in resolve("spark-kafka")] if backend == "kafka" else []
+        full_conf = dict(BASE_CONF)
+        full_conf["spark.driver.memory"] = driver_memory
+        full_conf["spark.local.dir"] = str(self.spark_dir / "tmp")
+        if jars:
+            full_conf["spark.jars"] = ",".join(jars)
+        full_conf.update(conf)
+        self.job = {
+            "run_dir": str(run_dir), "backend": backend, "format": fmt, "options": options, "master": master,
+            "conf": full_conf, "trigger": trigger, "sink": sink, "output_mode": output_mode,
+            "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
+            "app_name": f"harness-{run_dir.name}",
+        }
+        self.child: Child | None = None
+
+    @property
+    def status_path(self) -> Path:
+        return self.spark_dir / "status.json"
+
+    def status(self) -> dict:
+        try:
+            return json.loads(self.status_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def start(self) -> None:
+        job_path = self.spark_dir / "job.json"
+        job_path.write_text(json.dumps(self.job, indent=2))
+        for stale in ("drain.json", "stop"):
+            (self.control / stale).unlink(missing_ok=True)
+        self.status_path.unlink(missing_ok=True)
+        env = dict(os.environ)
+        env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                    "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
+        env.pop("SPARK_HOME", None)  # the pip-installed PySpark is its own SPARK_HOME
+        self.child = self.supervisor.spawn("spark-query", [sys.executable, "-m", "harness.spark.query", str(job_path)],
+                                           log_path=self.spark_dir / "driver.log", env=env, cwd=self.spark_dir)
+
+    def wait_started(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        progress = self.run_dir / "progress.jsonl"
+        while time.monotonic() < deadline:
+            state = self.status().get("state")
+            if state in ("failed", "drain_timeout") or (self.child and not self.child.alive()):
+                raise RuntimeError(f"Spark query did not start: {self.status().get('error') or 'process exited'}"
+                                   f" (see {self.spark_dir / 'driver.log'})")
+            # started and the first batch (offsets initialised) recorded: only then is it safe to produce
+            if state == "started" and progress.exists() and progress.stat().st_size > 0:
+                return
+            time.sleep(0.25)
+        raise TimeoutError(f"Spark query not running after {timeout:.0f}s (see {self.spark_dir / 'driver.log'})")
+
+    def drain(self, end_offsets: dict[str, dict[str, int]], timeout_s: float) -> None:
+        tmp = self.control / "drain.json.tmp"
+        tmp.write_text(json.dumps({"end_offsets": end_offsets, "timeout_s": timeout_s}))
+        os.replace(tmp, self.control / "drain.json")
+
+    def wait_exit(self, timeout: float) -> int | None:
+        assert self.child is not None
+        try:
+            return self.child.proc.wait(timeout)
+        except Exception:
+            return None
+
+    def stop(self, hard: bool = False) -> int | None:
+        if self.child is None:
+            return None
+        if hard:
+            import signal
+
+            self.child.stop_signal = signal.SIGKILL
+        code = self.supervisor.stop(self.child, timeout=30)
+        return code

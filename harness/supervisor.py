@@ -1,0 +1,162 @@
+"""Every process the harness starts goes through here, so a run never leaves an orphan behind.
+
+Three layers, because any one alone leaks in some case:
+- each child gets its own process group (its JVMs and workers join it), and stopping kills the whole group;
+- each child asks the kernel for SIGKILL when the harness dies (PR_SET_PDEATHSIG), which covers `kill -9` and
+  crashes where no Python cleanup runs;
+- `atexit` and the SIGINT/SIGTERM handlers installed by `Supervisor.__enter__` stop everything on the way out.
+Every child also carries HARNESS_RUN_ID in its environment so tests (and users) can find strays.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Sequence
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except OSError:
+        pass
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen
+    log_path: Path | None
+    stop_signal: int = signal.SIGTERM
+    _log: IO | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+class Supervisor:
+    """Starts children, remembers them, and stops them all (also on Ctrl-C, SIGTERM or interpreter exit)."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self.children: list[Child] = []
+        self._lock = threading.Lock()
+        self._old_handlers: dict[int, object] = {}
+        atexit.register(self.stop_all)
+
+    def spawn(self, name: str, argv: Sequence[str], *, log_path: Path | None = None, env: dict | None = None,
+              cwd: str | os.PathLike | None = None, stop_signal: int = signal.SIGTERM,
+              stdout_pipe: bool = False) -> Child:
+        full_env = dict(os.environ if env is None else env)
+        full_env["HARNESS_RUN_ID"] = self.run_id
+        log = None
+        if stdout_pipe:
+            stdout, stderr = subprocess.PIPE, (open(log_path, "ab") if log_path else subprocess.DEVNULL)
+            log = stderr if log_path else None
+        elif log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(log_path, "ab")
+            stdout = stderr = log
+        else:
+            stdout = stderr = subprocess.DEVNULL
+        proc = subprocess.Popen(list(argv), stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=full_env,
+                                cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+        child = Child(name, proc, log_path, stop_signal, log)
+        with self._lock:
+            self.children.append(child)
+        return child
+
+    def stop(self, child: Child, timeout: float = 15.0) -> int | None:
+        """Polite signal to the child's whole group, then SIGKILL to the group after `timeout`."""
+        if child.alive():
+            _signal_group(child.pid, child.stop_signal)
+            try:
+                child.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        # The leader may be gone while its group (JVMs, executors) lingers: always sweep the group.
+        _signal_group(child.pid, signal.SIGKILL)
+        try:
+            child.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        if child._log is not None:
+            child._log.close()
+            child._log = None
+        with self._lock:
+            if child in self.children:
+                self.children.remove(child)
+        return child.proc.returncode
+
+    def stop_all(self, timeout: float = 15.0) -> None:
+        with self._lock:
+            children = list(reversed(self.children))
+        for child in children:
+            self.stop(child, timeout)
+
+    # Signals: the first Ctrl-C raises KeyboardInterrupt in the main thread (the runner then stops children and
+    # writes what it has); SIGTERM is turned into the same path.
+    def __enter__(self) -> "Supervisor":
+        if threading.current_thread() is threading.main_thread():
+            self._old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise_interrupt)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop_all()
+        finally:
+            for sig, handler in self._old_handlers.items():
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+            self._old_handlers.clear()
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def processes_with_run_id(run_id: str) -> list[int]:
+    """PIDs of live processes tagged with this run id (for leak checks)."""
+    needle = f"HARNESS_RUN_ID={run_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                stat = (entry / "stat").read_text()
+                if stat.rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)

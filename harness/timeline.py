@@ -1,0 +1,20 @@
+"""The run's timeline: phases and (later) faults, one JSON line each with a wall-clock time, for the report."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+class Timeline:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def add(self, event: str, **fields) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"t": time.time(), "event": event, **fields}, default=str) + "\n")
+
+    def read(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,164 @@
+"""One producer process: locust (as a library, headless) drives paced users that send batches of events.
+
+The runner starts `processes` of these (`python -m producers.process JOB INDEX`), each with 1/N of the rate.
+All users of a process share one token pacer, so the achieved rate follows the rate function exactly whatever
+the number of users; one greenlet services the client with poll(0). Locust's request events carry one entry per
+batch, so its own stats and hooks work as usual.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import gevent  # noqa: E402
+from locust import User, constant, events, task  # noqa: E402
+from locust.env import Environment  # noqa: E402
+
+from producers.event import encode, pad_length  # noqa: E402
+from producers.keys import make_key_chooser  # noqa: E402
+from producers.pacer import TokenPacer  # noqa: E402
+from producers.payloads import PayloadSource  # noqa: E402
+from producers.rates import make_rate  # noqa: E402
+from producers.records import AckLog, SecondStats  # noqa: E402
+from producers.spec import KeysSpec, PayloadSpec, RateSpec  # noqa: E402
+from pydantic import TypeAdapter  # noqa: E402
+
+
+def make_sender(job: dict, acks: AckLog, stats: SecondStats):
+    if job["backend"] == "kafka":
+        from producers.kafka_sender import KafkaSender
+
+        return KafkaSender(job["stream"], job["settings"], acks, stats)
+    raise ValueError(f"no producer for backend {job['backend']!r}")
+
+
+class Shared:
+    """State every user of this process shares: the pacer, the key chooser, the sender, the sequence."""
+
+    def __init__(self, job: dict, index: int):
+        out = Path(job["out_dir"])
+        self.index = index
+        self.start = float(job["start_at"])
+        self.end = self.start + float(job["duration_s"])
+        self.batch_size = int(job["batch_size"])
+        rate = make_rate(TypeAdapter(RateSpec).validate_python(job["rate"]))
+        self.pacer = TokenPacer(rate, self.start, share=1.0 / job["processes"], max_backlog_s=job["max_backlog_s"])
+        seed = int(job["seed"]) * 1009 + index
+        self.keys = make_key_chooser(TypeAdapter(KeysSpec).validate_python(job["keys"]), job["partitions"], seed,
+                                     backend=job["backend"])
+        self.payloads = PayloadSource(TypeAdapter(PayloadSpec).validate_python(job["payload"]), seed)
+        self.acks = AckLog(out / f"acks-{index}.csv", index)
+        self.stats = SecondStats(out / f"stats-{index}.jsonl")
+        self.sender = make_sender(job, self.acks, self.stats)
+        self.seq = 0
+        self.sent_bytes = 0
+        self.done = False
+
+    def send_due(self) -> int:
+        """Send the events due now (at most one batch); returns how many, 0 when nothing is due."""
+        now = time.time()
+        due = self.pacer.due(min(now, self.end - 1e-9), self.batch_size)
+        if not due:
+            return 0
+        self.stats.on_due(len(due), now)
+        choices = self.keys.next_many(len(due))
+        sizes = self.payloads.next_sizes(len(due))
+        headers = self.payloads.headers()
+        idx = self.index
+        for intended, (key, partition), size in zip(due, choices, sizes):
+            seq = self.seq
+            self.seq += 1
+            value = encode(idx, seq, intended, self.payloads.fill(pad_length(idx, seq, int(size))))
+            self.sent_bytes += len(value)
+            self.sender.send(value, key, partition, seq, intended, headers)
+        self.stats.on_sent(len(due), time.time())
+        return len(due)
+
+
+SHARED: Shared | None = None
+
+
+class PacedProducer(User):
+    """Sends whatever the shared pacer says is due, one batch per task; sleeps until the next event otherwise."""
+
+    wait_time = constant(0)
+
+    @task
+    def send_batch(self) -> None:
+        shared = SHARED
+        assert shared is not None
+        if shared.done:
+            gevent.sleep(0.05)
+            return
+        t0 = time.perf_counter()
+        n = shared.send_due()
+        if n:
+            self.environment.events.request.fire(
+                request_type="produce", name=shared.sender.name, response_time=(time.perf_counter() - t0) * 1000,
+                response_length=n, exception=None, context={})
+            return
+        nxt = shared.pacer.next_due()
+        now = time.time()
+        gevent.sleep(0.05 if nxt is None else min(max(nxt - now, 0.0), 0.05))
+
+
+def _service_loop(shared: Shared) -> None:
+    while True:
+        shared.sender.service()
+        gevent.sleep(0.001)
+
+
+def run(job_path: Path, index: int) -> int:
+    global SHARED
+    job = json.loads(job_path.read_text())
+    shared = SHARED = Shared(job, index)
+    env = Environment(user_classes=[PacedProducer], events=events)
+    runner = env.create_local_runner()
+    poller = gevent.spawn(_service_loop, shared)
+    gevent.sleep(max(0.0, shared.start - time.time() - 0.2))  # users up just before the first event is due
+    runner.start(int(job["users"]), spawn_rate=10_000)
+    while time.time() < shared.end:
+        gevent.sleep(min(0.2, max(0.0, shared.end - time.time())))
+    # Whatever the pacer still owes up to `end` is sent before users stop (a last partial batch).
+    while shared.send_due():
+        pass
+    shared.done = True
+    runner.quit()
+    deadline = time.time() + float(job.get("ack_timeout_s", 60))
+    while shared.sender.outstanding() and time.time() < deadline:
+        gevent.sleep(0.01)
+    unacked = shared.sender.outstanding()
+    if unacked:
+        shared.sender.abandon()
+        for _ in range(200):
+            shared.sender.service()
+            gevent.sleep(0.01)
+    poller.kill()
+    shared.stats.close()
+    shared.acks.close()
+    summary = {
+        "producer": index, "sent": shared.seq, "sent_bytes": shared.sent_bytes,
+        "acked": sum(shared.stats.partition_events.values()),
+        "failed": sum(shared.stats.errors_total.values()), "errors": dict(shared.stats.errors_total),
+        "unacked_at_exit": unacked, "pacer_skipped": shared.pacer.skipped, "start_at": shared.start,
+        "end_at": shared.end, "finished_at": time.time(),
+        "partition_events": dict(shared.stats.partition_events),
+        "partition_bytes": dict(shared.stats.partition_bytes),
+        "delivery_us": shared.stats.delivery_summary(),
+        "locust": {"requests": env.stats.total.num_requests, "failures": env.stats.total.num_failures},
+    }
+    out = Path(job["out_dir"]) / f"summary-{index}.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=2))
+    tmp.replace(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(Path(sys.argv[1]), int(sys.argv[2])))

@@ -1,0 +1,119 @@
+"""report.md: one page a person reads after a run, built only from what the run directory holds."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from producers.skew import skew_figures
+
+PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+
+
+def _offsets(value) -> dict[str, dict[str, int]]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _lag(source: dict) -> int | None:
+    """Rows available but not yet read after this batch: latestOffset - endOffset, summed over partitions."""
+    latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
+    if not latest or not end:
+        return None
+    total = 0
+    for stream, parts in latest.items():
+        for p, off in parts.items():
+            total += max(0, int(off) - int(end.get(stream, {}).get(p, off)))
+    return total
+
+
+def batch_stats(progress: list[dict]) -> dict:
+    """Per-batch timings and lag from StreamingQueryProgress records (only batches that read rows count)."""
+    data = [p for p in progress if p.get("numInputRows", 0) > 0]
+    rows = sum(p["numInputRows"] for p in data)
+    busy_ms = sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in data)
+    out: dict = {"count": len({p.get("batchId") for p in progress}), "with_data": len(data), "input_rows": rows,
+                 "process_rps": rows / (busy_ms / 1000.0) if busy_ms else 0.0, "duration_ms": {}}
+    for phase in PHASES:
+        values = np.array([p.get("durationMs", {}).get(phase, 0) for p in data], dtype=float)
+        if len(values):
+            out["duration_ms"][phase] = {"p50": float(np.percentile(values, 50)),
+                                         "p99": float(np.percentile(values, 99)), "max": float(values.max())}
+    lags = [lag for p in progress for s in p.get("sources", []) if (lag := _lag(s)) is not None]
+    out["lag_rows"] = {"max": max(lags) if lags else 0, "final": lags[-1] if lags else 0}
+    sizes = np.array([p["numInputRows"] for p in data], dtype=float)
+    if len(sizes):
+        out["rows_per_batch"] = {"p50": float(np.percentile(sizes, 50)), "max": float(sizes.max())}
+    return out
+
+
+def skew_section(producers: dict) -> dict:
+    events = producers.get("partition_events") or {}
+    if not events:
+        return {}
+    counts = [events.get(p, 0) for p in range(max(events) + 1)]
+    return {"skew": skew_figures(counts)}
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def build_report(result: dict, run_dir: Path) -> str:
+    c, lat, thr = result["counts"], result["latency_ms"], result["throughput"]
+    parts = [
+        f"# {result['scenario']} on {result['backend']}: **{result['verdict'].upper()}**",
+        "",
+        f"Run directory `{run_dir}`; traffic {result.get('traffic_s', 0):.0f} s, whole run {result['duration_s']:.0f} s.",
+        "",
+        "## Checks",
+        _table(["check", "ok", "detail"], [[x["name"], "yes" if x["ok"] else "**NO**", x["detail"]]
+                                            for x in result["checks"]]),
+        "",
+        "## Accounting",
+        _table(list(c), [list(c.values())]),
+        "",
+        "## Throughput",
+        f"- produced (acked) {thr['produce_eps']:,.1f} events/s against a target of {thr['target_eps']:,.1f}",
+        f"- Spark processed {thr['process_rps']:,.1f} rows/s of busy batch time over {result['batches']} batches",
+        "",
+        "## End-to-end latency (sink commit − intended send time)",
+        _table(list(lat), [[f"{v:,.1f} ms" for v in lat.values()]]),
+    ]
+    pd_ = result.get("publish_delay_ms")
+    if pd_:
+        parts += ["", "Publish delay (produce call − intended send time): "
+                  + ", ".join(f"{k} {v:,.1f} ms" for k, v in pd_.items())]
+    bs = result.get("batch_stats") or {}
+    if bs.get("duration_ms"):
+        parts += ["", "## Micro-batches",
+                  f"{bs['with_data']} batches read rows; lag after a batch: max {bs['lag_rows']['max']:,} rows, "
+                  f"final {bs['lag_rows']['final']:,}.", "",
+                  _table(["phase", "p50 ms", "p99 ms", "max ms"],
+                         [[k, f"{v['p50']:.0f}", f"{v['p99']:.0f}", f"{v['max']:.0f}"]
+                          for k, v in bs["duration_ms"].items()])]
+    prod = result.get("producers") or {}
+    if prod.get("partition_events"):
+        skew = prod.get("skew", {})
+        parts += ["", "## Producers",
+                  f"{prod['processes']} process(es); sent {prod['sent']:,}, acked {prod['acked']:,}, "
+                  f"failed {prod['failed']:,} {prod.get('errors') or ''}; pacer skipped {prod['pacer_skipped']:,}.",
+                  f"Skew: max/mean share {skew.get('max_mean_share', 0):.3f}, Gini {skew.get('gini', 0):.3f}.", "",
+                  _table(["partition", "events", "bytes"],
+                         [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
+                          for p, n in prod["partition_events"].items()])]
+    timeline = run_dir / "timeline.jsonl"
+    if timeline.exists():
+        events = [json.loads(line) for line in timeline.read_text().splitlines() if line.strip()]
+        if events:
+            t0 = events[0]["t"]
+            parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", e["event"]]
+                                                                      for e in events])]
+    return "\n".join(parts) + "\n"
