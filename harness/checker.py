@@ -7,6 +7,7 @@ must appear in send order (idempotent producers guarantee it, so a violation is 
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,8 +21,16 @@ ACK_DTYPES = {"producer": "int32", "seq": "int64", "partition": "int32", "offset
               "intended_ms": "float64", "produce_ms": "float64", "ack_ms": "float64", "error": "string"}
 
 
+def _complete_rows(path: Path) -> io.StringIO | None:
+    """The file up to its last full line: a producer killed mid-write leaves a torn last row, never a lie."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    text = text[: text.rfind("\n") + 1]
+    return io.StringIO(text) if text.count("\n") >= 1 else None
+
+
 def load_acks(producer_dir: Path) -> pd.DataFrame:
-    frames = [pd.read_csv(f, dtype=ACK_DTYPES, keep_default_na=False) for f in sorted(producer_dir.glob("acks-*.csv"))]
+    sources = [src for f in sorted(producer_dir.glob("acks-*.csv")) if (src := _complete_rows(f)) is not None]
+    frames = [pd.read_csv(src, dtype=ACK_DTYPES, keep_default_na=False) for src in sources]
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=ACK_DTYPES[c]) for c in ACK_COLUMNS})
     return pd.concat(frames, ignore_index=True)

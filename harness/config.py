@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -219,42 +220,36 @@ def _allowed_fields(model: type[BaseModel], loc: list[Any]) -> list[str]:
     """Field names of the (sub)model at `loc`, for 'unknown key' messages; [] when it cannot be told."""
     current: Any = model
     for part in loc:
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
-        if part in current.model_fields:
-            current = current.model_fields[part].annotation
-            current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
+            current = _unwrap(current.model_fields[part].annotation)
         else:
-            # a discriminated-union tag such as 'zipf': pick the member whose `kind` default matches
-            member = _union_member(current, part)
-            if member is None:
+            current = _union_member(current, part)  # a discriminated-union tag such as 'zipf'
+            if current is None:
                 return []
-            current = member
     if isinstance(current, type) and issubclass(current, BaseModel):
         return list(current.model_fields)
     return []
 
 
 def _unwrap(tp: Any) -> Any:
-    from typing import get_args, get_origin
-
-    while get_origin(tp) is Annotated:
-        tp = get_args(tp)[0]
-    args = [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, getattr(__import__("types"), "UnionType", Union)) else []
-    if len(args) == 1:
-        return _unwrap(args[0])
-    if args:
+    """Strip Annotated[...] and Optional[...] down to the model or union inside."""
+    while True:
+        if get_origin(tp) is Annotated:
+            tp = get_args(tp)[0]
+            continue
+        if get_origin(tp) in (Union, UnionType):
+            members = [a for a in get_args(tp) if a is not type(None)]
+            if len(members) == 1:
+                tp = members[0]
+                continue
         return tp
-    return tp
 
 
 def _union_member(tp: Any, tag: Any) -> Any:
-    from typing import get_args
-
+    """The member of a `kind`-discriminated union whose Literal kind is `tag`."""
     for member in get_args(_unwrap(tp)):
         member = _unwrap(member)
-        if isinstance(member, type) and issubclass(member, BaseModel):
-            kind = member.model_fields.get("kind")
-            if kind is not None and kind.default == tag:
+        if isinstance(member, type) and issubclass(member, BaseModel) and "kind" in member.model_fields:
+            if tag in get_args(member.model_fields["kind"].annotation):
                 return member
     return None

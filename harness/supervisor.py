@@ -134,9 +134,9 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def processes_with_run_id(run_id: str) -> list[int]:
-    """PIDs of live processes tagged with this run id (for leak checks)."""
-    needle = f"HARNESS_RUN_ID={run_id}".encode()
+def processes_with_env(name: str, value: str) -> list[int]:
+    """PIDs of live processes whose environment has name=value (HARNESS_RUN_ID, or a test's own marker)."""
+    needle = f"{name}={value}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

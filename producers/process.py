@@ -8,6 +8,7 @@ batch, so its own stats and hooks work as usual.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -118,6 +119,8 @@ def run(job_path: Path, index: int) -> int:
     global SHARED
     job = json.loads(job_path.read_text())
     shared = SHARED = Shared(job, index)
+    # SIGTERM (the runner stopping early) ends the traffic now but still collects acks and writes the logs.
+    gevent.signal_handler(signal.SIGTERM, lambda: setattr(shared, "end", min(shared.end, time.time())))
     env = Environment(user_classes=[PacedProducer], events=events)
     runner = env.create_local_runner()
     poller = gevent.spawn(_service_loop, shared)
@@ -130,7 +133,8 @@ def run(job_path: Path, index: int) -> int:
         pass
     shared.done = True
     runner.quit()
-    deadline = time.time() + float(job.get("ack_timeout_s", 60))
+    stopped_early = shared.end < float(job["start_at"]) + float(job["duration_s"])
+    deadline = time.time() + (5.0 if stopped_early else float(job.get("ack_timeout_s", 60)))
     while shared.sender.outstanding() and time.time() < deadline:
         gevent.sleep(0.01)
     unacked = shared.sender.outstanding()
@@ -147,6 +151,7 @@ def run(job_path: Path, index: int) -> int:
         "acked": sum(shared.stats.partition_events.values()),
         "failed": sum(shared.stats.errors_total.values()), "errors": dict(shared.stats.errors_total),
         "unacked_at_exit": unacked, "pacer_skipped": shared.pacer.skipped, "start_at": shared.start,
+        "stopped_early": stopped_early,
         "end_at": shared.end, "finished_at": time.time(),
         "partition_events": dict(shared.stats.partition_events),
         "partition_bytes": dict(shared.stats.partition_bytes),

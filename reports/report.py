@@ -105,7 +105,7 @@ def build_report(result: dict, run_dir: Path) -> str:
         parts += ["", "## Producers",
                   f"{prod['processes']} process(es); sent {prod['sent']:,}, acked {prod['acked']:,}, "
                   f"failed {prod['failed']:,} {prod.get('errors') or ''}; pacer skipped {prod['pacer_skipped']:,}.",
-                  f"Skew: max/mean share {skew.get('max_mean_share', 0):.3f}, Gini {skew.get('gini', 0):.3f}.", "",
+                  f"Skew: max/mean share {skew.get('max_mean_share') or 0:.3f}, Gini {skew.get('gini') or 0:.3f}.", "",
                   _table(["partition", "events", "bytes"],
                          [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
                           for p, n in prod["partition_events"].items()])]

@@ -83,6 +83,11 @@ def run(job_path: Path) -> int:
     class ProgressRecorder(StreamingQueryListener):
         def __init__(self):
             self.out = open(progress_path, "a", encoding="utf-8")
+            self.last_batch = -1
+
+        def caught_up(self, progress: dict | None) -> bool:
+            """Listener events are asynchronous: stop only once the last batch's progress is on disk."""
+            return progress is None or self.last_batch >= progress.get("batchId", -1)
 
         def onQueryStarted(self, event):
             pass
@@ -90,6 +95,7 @@ def run(job_path: Path) -> int:
         def onQueryProgress(self, event):
             self.out.write(event.progress.json.replace("\n", " ") + "\n")
             self.out.flush()
+            self.last_batch = max(self.last_batch, event.progress.batchId)
 
         def onQueryIdle(self, event):
             pass
@@ -97,8 +103,16 @@ def run(job_path: Path) -> int:
         def onQueryTerminated(self, event):
             self.out.flush()
 
-    spark.streams.addListener(ProgressRecorder())
+    recorder = ProgressRecorder()
+    spark.streams.addListener(recorder)
+    try:
+        return _run_query(spark, job, status, control, recorder)
+    finally:
+        spark.streams.removeListener(recorder)
+        spark.stop()
 
+
+def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
     df = spark.readStream.format(job["format"]).options(**job["options"]).load()
     out = project(df, job["backend"])
     writer = (out.writeStream.format(job["sink"]).outputMode(job["output_mode"]).queryName(job["query_name"])
@@ -131,7 +145,8 @@ def run(job_path: Path) -> int:
             spec = json.loads(drain.read_text())
             if drain_deadline is None:
                 drain_deadline = time.monotonic() + float(spec["timeout_s"])
-            if _reached(query.lastProgress, spec["end_offsets"]):
+            last = query.lastProgress
+            if _reached(last, spec["end_offsets"]) and recorder.caught_up(last):
                 query.stop()
                 _write_status(status, state="drained")
                 return EXIT_DRAINED

@@ -1,0 +1,125 @@
+"""Open-loop pacing: which events are due, and exactly when they were due.
+
+The n-th event (n = 1, 2, ...) of a process with ``share`` s is due at
+``start + rate.inverse_cumulative(n / s)``, so the number due by ``now`` is
+``floor(s * rate.cumulative(now - start))`` (evaluated 1 us late and with a
+1e-9 event slack, against clock and float rounding: an event may be handed out
+up to 1 us before its intended time, which is still reported exactly).  Intended times are exact whatever the polling cadence, so
+sub-second bursts come out right and latency can be measured from the intended
+time (no coordinated omission).
+
+Backlog cap: events that were due more than ``max_backlog_s`` before ``now``
+and not yet handed out are skipped (counted in ``skipped``) instead of being
+produced in a catch-up storm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from producers.rates import RateFunction
+
+__all__ = ["TokenPacer"]
+
+_SLACK = 1e-9
+_CLOCK_SLACK_S = 1e-6
+
+
+class TokenPacer:
+    """Paces one producer process's share of a :class:`RateFunction`.
+
+    ``start``/``now`` are absolute clock readings (e.g. ``time.time()``); the
+    rate's t = 0 is ``start``.  ``share`` in (0, 1] is this process's fraction
+    of the rate.  ``max_backlog_s`` None or inf disables skipping.
+    """
+
+    def __init__(self, rate: RateFunction, start: float, share: float = 1.0, max_backlog_s: float | None = 1.0):
+        if not (0.0 < share <= 1.0):
+            raise ValueError(f"share must be in (0, 1], got {share}")
+        if max_backlog_s is not None and not max_backlog_s > 0:
+            raise ValueError(f"max_backlog_s must be > 0 (or None), got {max_backlog_s}")
+        self.rate = rate
+        self.start = float(start)
+        self.share = float(share)
+        self.max_backlog_s = math.inf if max_backlog_s is None else float(max_backlog_s)
+        self.issued = 0  #: events handed out by due()
+        self.skipped = 0  #: events dropped by the backlog cap
+        self._last_rel = 0.0  # relative due time of the last taken (issued or skipped) event
+        self._next_cache: tuple[int, float | None] | None = None
+        self._total_events = math.floor(rate.total * self.share + _SLACK) if math.isfinite(rate.total) else math.inf
+
+    # ------------------------------------------------------------------
+    def _count_by(self, rel: float) -> int:
+        # _CLOCK_SLACK_S absorbs the rounding of absolute clocks (an epoch time has
+        # ~0.24 us resolution), so due(next_due()) always yields that event.
+        rel += _CLOCK_SLACK_S
+        if rel <= 0:
+            return 0
+        return int(math.floor(self.rate.cumulative(rel) * self.share + _SLACK))
+
+    @property
+    def taken(self) -> int:
+        """Events issued or skipped so far (the index of the last one handled)."""
+        return self.issued + self.skipped
+
+    @property
+    def exhausted(self) -> bool:
+        """True once every event the (finite) shape will ever produce was handled."""
+        return self.taken >= self._total_events
+
+    def expected_by(self, now: float) -> int:
+        """Total events due by ``now`` (issued + skipped + pending)."""
+        return self._count_by(now - self.start)
+
+    def pending(self, now: float) -> int:
+        """Events due by ``now`` not yet issued or skipped (before any skipping)."""
+        return max(0, self._count_by(now - self.start) - self.taken)
+
+    def due_array(self, now: float, limit: int) -> np.ndarray:
+        """Intended absolute send times of up to ``limit`` events due by ``now``."""
+        rel = float(now) - self.start
+        taken = self.taken
+        n_due = self._count_by(rel)
+        if n_due <= taken or limit <= 0:
+            return np.empty(0, dtype=np.float64)
+        lo = self._last_rel
+        if math.isfinite(self.max_backlog_s):
+            stale_rel = rel - self.max_backlog_s
+            n_stale = self._count_by(stale_rel)
+            if n_stale > taken:
+                self.skipped += n_stale - taken
+                taken = n_stale
+                lo = max(lo, stale_rel)
+                self._last_rel = lo
+        k = min(n_due - taken, int(limit))
+        if k <= 0:
+            return np.empty(0, dtype=np.float64)
+        ns = (taken + np.arange(1, k + 1, dtype=np.float64)) / self.share
+        hi = rel + _CLOCK_SLACK_S
+        ts = self.rate.inverse_cumulative_array(ns, lo, hi)
+        # Guard rounding: never later than now (+slack), never before the previous event.
+        np.clip(ts, min(lo, hi), hi, out=ts)
+        np.maximum.accumulate(ts, out=ts)
+        self.issued += k
+        self._last_rel = float(ts[-1])
+        return ts + self.start
+
+    def due(self, now: float, limit: int) -> list[float]:
+        """Like :meth:`due_array`, as a list of floats."""
+        return self.due_array(now, limit).tolist()
+
+    def next_due(self) -> float | None:
+        """Absolute intended time of the next event not yet handed out (None if the
+        shape is exhausted).  May be in the past when the producer is behind."""
+        taken = self.taken
+        if self._next_cache is not None and self._next_cache[0] == taken:
+            return self._next_cache[1]
+        if taken + 1 > self._total_events:
+            result = None
+        else:
+            t = self.rate.inverse_cumulative((taken + 1) / self.share, self._last_rel)
+            result = None if not math.isfinite(t) else self.start + max(t, self._last_rel)
+        self._next_cache = (taken, result)
+        return result

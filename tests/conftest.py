@@ -1,0 +1,20 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def python():
+    return sys.executable
+
+
+@pytest.fixture
+def harness_env(tmp_path):
+    """Environment for a `python -m harness` subprocess: runs go under tmp, quiet output."""
+    env = dict(os.environ)
+    env.update({"HARNESS_RUNS": str(tmp_path / "runs"), "CI": "true", "PYTHONUNBUFFERED": "1"})
+    return env

@@ -1,0 +1,108 @@
+"""`harness run` as a user runs it: a real scenario end to end, the result contract, and no orphans ever."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from harness.supervisor import processes_with_env
+
+pytestmark = pytest.mark.integration
+
+RESULT_KEYS = {"scenario", "backend", "verdict", "checks", "counts", "throughput", "latency_ms", "batches",
+               "duration_s"}
+
+
+def start_run(harness_env, out, *overrides):
+    token = uuid.uuid4().hex
+    env = dict(harness_env, HARNESS_TEST_TOKEN=token)
+    argv = [sys.executable, "-m", "harness", "run", "steady", "--out", str(out)]
+    for o in overrides:
+        argv += ["--set", o]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, token
+
+
+def wait_for_event(out, event, proc, timeout=240):
+    deadline = time.time() + timeout
+    path = out / "timeline.jsonl"
+    while time.time() < deadline:
+        if path.exists() and any(json.loads(line)["event"] == event for line in path.read_text().splitlines()):
+            return
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.3)
+    raise AssertionError(f"no {event} within {timeout}s")
+
+
+def assert_no_orphans(token, timeout=30):
+    deadline = time.time() + timeout
+    while processes_with_env("HARNESS_TEST_TOKEN", token):
+        if time.time() > deadline:
+            left = processes_with_env("HARNESS_TEST_TOKEN", token)
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"processes left behind: {left}")
+        time.sleep(0.5)
+
+
+def test_steady_passes_end_to_end(harness_env, tmp_path):
+    out = tmp_path / "run"
+    proc, token = start_run(harness_env, out, "producers.duration_s=20")
+    stdout, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stdout
+    result = json.loads((out / "result.json").read_text())
+    assert RESULT_KEYS <= set(result)
+    assert result["verdict"] == "pass" and result["backend"] == "kafka"
+    c = result["counts"]
+    assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] == 60000
+    assert set(result["latency_ms"]) == {"p50", "p90", "p99", "p999", "max"}
+    assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"] <= result["latency_ms"]["max"]
+    assert result["batches"] > 1 and result["throughput"]["process_rps"] > 0
+    assert abs(result["throughput"]["produce_eps"] - 3000) < 1
+    for name in ("scenario.json", "progress.jsonl", "report.md", "timeline.jsonl", "spark/driver.log",
+                 "producers/acks-0.csv", "services/kafka/node-1/server.log", "checkpoint/offsets/0"):
+        assert (out / name).exists(), name
+    progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert sum(p["numInputRows"] for p in progress) == 60000
+    assert "PASS" in (out / "report.md").read_text()
+    assert_no_orphans(token, timeout=5)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "crash"])
+def test_interrupted_or_crashed_run_leaves_no_process_behind(harness_env, tmp_path, sig):
+    out = tmp_path / "run"
+    proc, token = start_run(harness_env, out, "producers.duration_s=60")
+    wait_for_event(out, "traffic_start", proc)
+    time.sleep(2)
+    assert len(processes_with_env("HARNESS_TEST_TOKEN", token)) >= 4  # runner, broker, Spark (+JVM), producer
+    proc.send_signal(sig)
+    stdout, _ = proc.communicate(timeout=120)
+    assert_no_orphans(token)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, stdout
+        result = json.loads((out / "result.json").read_text())
+        assert result["verdict"] == "fail"
+        assert result["checks"][0]["name"] == "completed" and "interrupted" in result["checks"][0]["detail"]
+        assert result["counts"]["produced"] > 0  # what was recorded before the interrupt is kept
+
+
+def test_bad_scenario_exits_2_before_starting_anything(harness_env, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[producers]\nrate = { kind = "constant", eps = -1 }\nbogus = 1\n')
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(bad)], env=harness_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert f"{bad}: producers.rate.constant.eps" in proc.stderr
+    assert f"{bad}: producers.bogus: unknown key; allowed:" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_list_shows_scenarios_with_descriptions(harness_env):
+    proc = subprocess.run([sys.executable, "-m", "harness", "list"], env=harness_env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0
+    assert any(line.startswith("steady ") and "constant" in line for line in proc.stdout.splitlines())

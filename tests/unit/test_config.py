@@ -1,0 +1,62 @@
+"""Scenario validation: bad input names the file, the field and what is allowed."""
+import pytest
+
+from harness.config import ConfigError, load_scenario, parse_override
+from harness.paths import SCENARIOS_DIR
+
+MINIMAL = """
+name = "t"
+[producers]
+rate = { kind = "constant", eps = 100 }
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_every_shipped_scenario_validates():
+    names = [p.stem for p in SCENARIOS_DIR.glob("*.toml")]
+    assert "steady" in names
+    for name in names:
+        scenario, _, _ = load_scenario(name)
+        assert scenario.name == name
+
+
+def test_minimal_scenario_gets_defaults(tmp_path):
+    s, _, _ = load_scenario(write(tmp_path, MINIMAL))
+    assert s.stream.partitions == 8 and s.spark.master == "local[2]" and s.backend.mode == "embedded"
+
+
+@pytest.mark.parametrize("text,field,allowed", [
+    (MINIMAL + "[stream]\npartitons = 4\n", "stream.partitons", "allowed: name, partitions, config"),
+    (MINIMAL.replace("eps = 100", "eps = -5"), "producers.rate", "greater than or equal to 0"),
+    (MINIMAL + "[stream]\npartitions = \"many\"\n", "stream.partitions", "integer"),
+    (MINIMAL + "[spark.source_options]\nmaxOffsetPerTrigger = 10\n", "spark.source_options",
+     "maxOffsetsPerTrigger"),
+    (MINIMAL + "[spark]\nmaster = \"yarn\"\n", "spark.master", "pattern"),
+    (MINIMAL + "[backend]\nmode = \"external\"\n", "backend", "bootstrap_servers"),
+])
+def test_bad_input_names_file_field_and_allowed(tmp_path, text, field, allowed):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_scenario(path)
+    msg = str(err.value)
+    assert path in msg and field in msg and allowed in msg, msg
+
+
+def test_overrides_are_toml_values(tmp_path):
+    assert parse_override("producers.rate.eps=5000") == (["producers", "rate", "eps"], 5000)
+    assert parse_override("spark.master=local[1]") == (["spark", "master"], "local[1]")
+    assert parse_override('spark.trigger.interval="2 seconds"') == (["spark", "trigger", "interval"], "2 seconds")
+    s, _, _ = load_scenario(write(tmp_path, MINIMAL), ["producers.duration_s=5", "stream.partitions=3"])
+    assert s.producers.duration_s == 5 and s.stream.partitions == 3
+    with pytest.raises(ConfigError, match="expected dotted.key=value"):
+        parse_override("nonsense")
+
+
+def test_unknown_scenario_name_lists_known_ones():
+    with pytest.raises(ConfigError, match="known: .*steady"):
+        load_scenario("no-such-scenario")

@@ -1,0 +1,93 @@
+"""Payload sizes, content compressibility and headers."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+from producers.payloads import ALPHABET, PayloadSource
+from producers.spec import PayloadSpec
+
+
+def P(d=None, seed=1):
+    return PayloadSource(PayloadSpec.model_validate(d or {}), seed)
+
+
+def test_default_is_fixed_1k_random_without_headers():
+    src = P()
+    assert src.next_sizes(3) == [1024, 1024, 1024]
+    assert src.headers() is None
+
+
+def test_uniform_sizes_inclusive_range():
+    src = P({"size": {"kind": "uniform", "min_bytes": 10, "max_bytes": 20}})
+    sizes = np.array(src.next_sizes(20_000))
+    assert sizes.min() == 10 and sizes.max() == 20
+    counts = np.bincount(sizes - 10, minlength=11)
+    exp = 20_000 / 11
+    assert float(np.sum((counts - exp) ** 2 / exp)) < 29.59  # chi2 0.999, 10 dof
+
+
+def test_weighted_sizes_follow_weights():
+    src = P({"size": {"kind": "weighted", "sizes": [100, 1000, 10000], "weights": [6, 3, 1]}})
+    sizes = src.next_sizes(50_000)
+    assert set(sizes) == {100, 1000, 10000}
+    counts = np.array([sizes.count(100), sizes.count(1000), sizes.count(10000)])
+    exp = np.array([0.6, 0.3, 0.1]) * 50_000
+    assert float(np.sum((counts - exp) ** 2 / exp)) < 13.82  # chi2 0.999, 2 dof
+
+
+@pytest.mark.parametrize("content", ["random", "compressible"])
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 65_537, (1 << 20) + 3])
+def test_fill_is_exact_length_ascii(content, n):
+    src = P({"content": content, "size": {"kind": "fixed", "bytes": 1000}})
+    s = src.fill(n)
+    assert isinstance(s, str) and len(s) == n
+    assert len(s.encode("ascii")) == n
+
+
+def test_random_fill_uses_the_alphabet_and_does_not_repeat():
+    src = P({"content": "random"})
+    a, b = src.fill(5000), src.fill(5000)
+    assert a != b
+    assert set(a.encode()) <= set(ALPHABET)
+    assert len(set(a)) == 64
+
+
+def test_random_incompressible_compressible_compresses():
+    rnd = P({"content": "random"})
+    cmp_ = P({"content": "compressible"})
+    single_r = rnd.fill(2000).encode()
+    single_c = cmp_.fill(2000).encode()
+    assert len(zlib.compress(single_r, 9)) / len(single_r) > 0.72
+    assert len(zlib.compress(single_c, 9)) / len(single_c) < 0.15
+    # a batch of messages (what Kafka compresses together) stays incompressible too
+    batch_r = "".join(rnd.fill(1000) for _ in range(500)).encode()
+    batch_c = "".join(cmp_.fill(1000) for _ in range(500)).encode()
+    assert len(zlib.compress(batch_r, 9)) / len(batch_r) > 0.74
+    assert len(zlib.compress(batch_c, 9)) / len(batch_c) < 0.02
+
+
+def test_same_seed_same_stream():
+    a = P({"size": {"kind": "uniform", "min_bytes": 1, "max_bytes": 99}}, seed=5)
+    b = P({"size": {"kind": "uniform", "min_bytes": 1, "max_bytes": 99}}, seed=5)
+    assert a.next_sizes(50) == b.next_sizes(50)
+    assert a.fill(300) == b.fill(300)
+    assert P(seed=6).fill(300) != P(seed=7).fill(300)
+
+
+def test_headers_fixed_then_random():
+    src = P({"headers": {"fixed": {"scenario": "s1", "run": "r-7"}, "random": 3, "value_bytes": 5}})
+    h1, h2 = src.headers(), src.headers()
+    assert [n for n, _ in h1] == ["scenario", "run", "h0", "h1", "h2"]
+    assert h1[:2] == [("scenario", b"s1"), ("run", b"r-7")]
+    assert all(isinstance(v, bytes) and len(v) == 5 for _, v in h1[2:])
+    assert h1[2:] != h2[2:]
+    only_fixed = P({"headers": {"fixed": {"a": "b"}}})
+    assert only_fixed.headers() == [("a", b"b")]
+
+
+def test_payload_uses_next_size():
+    src = P({"size": {"kind": "fixed", "bytes": 33}, "content": "compressible"})
+    assert len(src.payload()) == 33
+    assert src.max_bytes == 33
