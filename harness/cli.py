@@ -79,6 +79,19 @@ def _cmd_emulator(args) -> int:
     return serve_forever(port=args.port, config_path=args.config, control_port=args.control_port)
 
 
+def _cmd_bench(args) -> int:
+    if args.what == "producers":
+        from harness.bench.producers import run_bench
+
+        result = run_bench(args.json, quick=args.quick)
+    else:
+        from harness.emulator.bench import run_bench as run_emulator_bench
+
+        result = run_emulator_bench(args.json, False)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -107,6 +120,12 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("action", choices=["up", "down", "status"])
     k.add_argument("--nodes", type=int, default=1)
     k.set_defaults(func=_cmd_kafka)
+
+    b = sub.add_parser("bench", help="benchmarks, measured side by side in one run")
+    b.add_argument("what", choices=["producers", "emulator"])
+    b.add_argument("--json", help="also write the figures to this file (atomically)")
+    b.add_argument("--quick", action="store_true", help="shorter windows (producers), for a smoke run")
+    b.set_defaults(func=_cmd_bench)
 
     e = sub.add_parser("emulator", help="the Event Hubs emulator")
     esub = e.add_subparsers(dest="emulator_command", required=True)

@@ -1,0 +1,1 @@
+"""Benchmarks (`harness bench ...`): measured side by side in one run, never as timed tests."""

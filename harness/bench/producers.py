@@ -1,0 +1,131 @@
+"""`harness bench producers`: rate accuracy, burst shape, efficiency against a plain client, and scaling.
+
+Everything runs in one invocation against one embedded broker, so the ratios compare like with like on this
+(noisy, 2-core) machine. Achieved rates are measured from the ack logs' produce-call times, not from the pacer's
+schedule, so a producer that falls behind shows it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from harness import atomic
+from harness.backends.kafka.embedded import EmbeddedKafka
+from harness.checker import load_acks
+from harness.console import Console
+from harness.supervisor import Supervisor
+from producers.fleet import ProducerFleet
+from producers.rates import make_rate
+from producers.spec import BurstRate
+
+SIZE = 256
+FLAT_OUT = 2_000_000.0  # a target no process reaches: what it sends is its maximum sustained rate
+
+
+class Bench:
+    def __init__(self, work: Path, sup: Supervisor, kafka: EmbeddedKafka, console: Console):
+        self.work, self.sup, self.kafka, self.console = work, sup, kafka, console
+
+    def fleet(self, rate: dict, processes: int, seconds: float, users: int = 2, batch: int = 500):
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        self.kafka.create_stream(topic, 8, {})
+        out = self.work / topic
+        job = {"backend": "kafka", "stream": topic, "partitions": 8, "settings": self.kafka.producer_settings(),
+               "processes": processes, "users": users, "batch_size": batch, "duration_s": seconds,
+               "max_backlog_s": 1.0, "seed": 1, "rate": rate, "keys": {"kind": "uniform", "count": 1000},
+               "payload": {"size": {"kind": "fixed", "bytes": SIZE}, "content": "compressible"},
+               "ack_timeout_s": 60}
+        fleet = ProducerFleet(out, self.sup, job)
+        start = time.time() + 2.0
+        fleet.start(start)
+        fleet.wait(seconds + 120)
+        if fleet.failures():
+            raise RuntimeError("; ".join(fleet.failures()))
+        acks = load_acks(out)
+        return acks, start
+
+    @staticmethod
+    def sent_in_window(acks, start: float, seconds: float) -> int:
+        t = acks["produce_ms"].to_numpy() / 1000.0
+        return int(((t >= start) & (t < start + seconds)).sum())
+
+    def accuracy(self, target: float, seconds: float) -> dict:
+        acks, start = self.fleet({"kind": "constant", "eps": target}, 1, seconds)
+        achieved = self.sent_in_window(acks, start, seconds) / seconds
+        row = {"target_eps": target, "achieved_eps": achieved, "ratio": achieved / target,
+               "acked": int((acks["error"] == "").sum()), "processes": 1}
+        self.console.info(f"  accuracy {target:>8,.0f}/s: achieved {achieved:>10,.1f}/s  ratio {row['ratio']:.4f}")
+        return row
+
+    def burst(self, seconds: float) -> dict:
+        spec = {"kind": "burst", "base_eps": 2000, "period_s": 10, "duration_s": 1, "factor": 10, "offset_s": 2}
+        acks, start = self.fleet(spec, 1, seconds, users=2, batch=100)
+        rate = make_rate(BurstRate.model_validate(spec))
+        t = np.sort(acks["produce_ms"].to_numpy() / 1000.0 - start)
+        edges = np.arange(0.0, seconds + 1e-9, 0.1)
+        actual, _ = np.histogram(t, bins=edges)
+        expected = np.array([rate.cumulative(b) - rate.cumulative(a) for a, b in zip(edges[:-1], edges[1:])])
+        err = np.abs(actual - expected) / expected
+        in_burst = np.array([rate.rate(a + 0.05) > 2000 for a in edges[:-1]])
+        out = {"bins": len(edges) - 1, "max_error": float(err.max()), "burst_bins_max_error": float(err[in_burst].max()),
+               "p99_error": float(np.percentile(err, 99))}
+        self.console.info(f"  burst 100 ms bins: max error {out['max_error']:.4f} (in bursts "
+                          f"{out['burst_bins_max_error']:.4f})")
+        return out
+
+    def max_rate(self, processes: int, seconds: float) -> float:
+        acks, start = self.fleet({"kind": "constant", "eps": FLAT_OUT}, processes, seconds, users=2, batch=1000)
+        return self.sent_in_window(acks, start, seconds) / seconds
+
+    def raw_rate(self, seconds: float) -> float:
+        topic = f"bench-raw-{uuid.uuid4().hex[:8]}"
+        self.kafka.create_stream(topic, 8, {})
+        child = self.sup.spawn("raw-producer", [sys.executable, "-m", "harness.bench.raw_producer",
+                                                self.kafka.bootstrap, topic, str(seconds), str(SIZE)],
+                               log_path=self.work / "raw.err", stdout_pipe=True)
+        stdout, _ = child.proc.communicate(timeout=seconds + 120)
+        result = json.loads(stdout.decode().strip().splitlines()[-1])
+        return result["delivered"] / result["seconds"]
+
+
+def run_bench(json_path: str | None = None, quick: bool = False, console: Console | None = None) -> dict:
+    console = console or Console()
+    seconds = 8.0 if quick else 30.0
+    short = 6.0 if quick else 15.0
+    with tempfile.TemporaryDirectory(prefix="bench-producers-") as tmp, Supervisor(uuid.uuid4().hex) as sup:
+        work = Path(tmp)
+        kafka = EmbeddedKafka(nodes=1, heap_mb=1024)
+        with console.step("starting Kafka"):
+            kafka.start(work, sup)
+        bench = Bench(work, sup, kafka, console)
+        try:
+            accuracy = [bench.accuracy(t, seconds) for t in (5000.0, 20000.0, 50000.0)]
+            burst = bench.burst(20.0)
+            harness_eps = bench.max_rate(1, short)
+            raw_eps = bench.raw_rate(short)
+            console.info(f"  efficiency: harness {harness_eps:,.0f}/s vs plain confluent-kafka {raw_eps:,.0f}/s")
+            two = bench.max_rate(2, short)
+            console.info(f"  scaling: 1 process {harness_eps:,.0f}/s, 2 processes {two:,.0f}/s")
+        finally:
+            kafka.stop()
+    result = {
+        "accuracy": accuracy,
+        "burst_bin_max_error": burst["burst_bins_max_error"],
+        "burst": burst,
+        "efficiency": {"harness_eps": harness_eps, "raw_eps": raw_eps,
+                       "ratio": harness_eps / raw_eps if raw_eps else math.nan},
+        "scaling": {"1": harness_eps, "2": two},
+        "payload_bytes": SIZE, "seconds": seconds, "quick": quick,
+        "goals": {"accuracy_ratio_within": 0.01, "burst_bin_error_below": 0.05, "efficiency_at_least": 0.9},
+    }
+    if json_path:
+        atomic.write_json(json_path, result)
+    return result

@@ -1,0 +1,116 @@
+"""Link addresses and selector filters as the SDK writes them.
+
+Sender target: ``amqps://<host>/<hub>`` or ``amqps://<host>/<hub>/Partitions/<id>``.
+Receiver source: ``amqps://<host>/<hub>/ConsumerGroups/<cg>/Partitions/<id>`` with a selector filter
+``amqp.annotation.x-opt-offset > '<offset>'`` (or ``x-opt-sequence-number``, ``x-opt-enqueued-time``; ``>=``
+when inclusive; offset ``-1`` = start of stream, ``@latest`` = end).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SELECTOR = "apache.org:selector-filter:string"
+_FILTER_RE = re.compile(
+    r"^\s*amqp\.annotation\.x-opt-(offset|sequence-number|enqueued-time)\s*(>=|>|=)\s*'([^']*)'\s*$",
+    re.IGNORECASE,
+)
+
+
+class AddressError(ValueError):
+    pass
+
+
+def path_segments(address) -> list[str]:
+    if isinstance(address, bytes):
+        address = address.decode("utf-8", "replace")
+    if not isinstance(address, str) or not address:
+        raise AddressError("missing address")
+    if "://" in address:
+        address = address.split("://", 1)[1]
+        address = address.split("/", 1)[1] if "/" in address else ""
+    return [seg for seg in address.split("/") if seg]
+
+
+def audience_path(uri: str) -> str:
+    """Lower-cased path of an audience or address, without scheme and host: 'hub1/consumergroups/cg'."""
+    try:
+        return "/".join(path_segments(uri)).lower()
+    except AddressError:
+        return ""
+
+
+@dataclass(frozen=True)
+class SendTarget:
+    hub: str
+    partition_id: str | None
+
+
+@dataclass(frozen=True)
+class ReceiveSource:
+    hub: str
+    consumer_group: str
+    partition_id: str
+
+
+def parse_send_target(address) -> SendTarget:
+    segs = path_segments(address)
+    if len(segs) == 1:
+        return SendTarget(segs[0], None)
+    if len(segs) == 3 and segs[1].lower() == "partitions":
+        return SendTarget(segs[0], segs[2])
+    raise AddressError(f"not an event hub send address: {address!r}")
+
+
+def parse_receive_source(address) -> ReceiveSource:
+    segs = path_segments(address)
+    if len(segs) == 5 and segs[1].lower() == "consumergroups" and segs[3].lower() == "partitions":
+        return ReceiveSource(segs[0], segs[2], segs[4])
+    raise AddressError(f"not an event hub receive address: {address!r}")
+
+
+@dataclass(frozen=True)
+class StartPosition:
+    kind: str  # earliest | latest | offset | seq | time
+    value: int | None = None
+    inclusive: bool = False
+
+
+def parse_filter(filter_map) -> StartPosition:
+    """Starting position from a source filter map (None/empty = start of stream)."""
+    if not filter_map:
+        return StartPosition("earliest")
+    if not isinstance(filter_map, dict):
+        raise AddressError("source filter is not a map")
+    expr = None
+    for key, value in filter_map.items():
+        if str(key) == SELECTOR or getattr(value, "descriptor", None) in (SELECTOR, 0x0000468C00000004):
+            expr = getattr(value, "value", value)
+            break
+    if expr is None:
+        return StartPosition("earliest")
+    if isinstance(expr, bytes):
+        expr = expr.decode("utf-8", "replace")
+    m = _FILTER_RE.match(str(expr))
+    if not m:
+        raise AddressError(f"unsupported selector filter: {expr!r}")
+    field, op, raw = m.group(1).lower(), m.group(2), m.group(3).strip()
+    inclusive = op in (">=", "=")
+    if field == "offset":
+        if raw == "-1":
+            return StartPosition("earliest")
+        if raw.lower() == "@latest":
+            return StartPosition("latest")
+        kind = "offset"
+    elif field == "sequence-number":
+        kind = "seq"
+    else:
+        kind = "time"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise AddressError(f"{field} in selector filter is not an integer: {raw!r}") from None
+    if kind == "offset" and value < 0:
+        return StartPosition("earliest")
+    return StartPosition(kind, value, inclusive)

@@ -1,0 +1,179 @@
+"""``harness bench emulator``: SDK clients in several processes through the emulator, with CPU accounting.
+
+The emulator runs in its own process (its CPU is read with psutil); each producer/consumer process runs the
+unmodified azure-eventhub SDK on its own partition and reports events, wall time and ``time.process_time()``.
+Phases start on a barrier after the clients are connected, so connection setup is not counted.
+
+Result keys: send_eps, receive_eps, emulator_cpu_s_per_1k, clients_cpu_s_per_1k (CPU seconds per 1000 events
+moved, sends and receives together), producer_processes, plus per-phase details.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import time
+
+HUB = "bench"
+BODY = 100
+
+
+def _emulator_main(partitions: int, port_q, stop_ev) -> None:
+    from .config import EmulatorConfig, HubConfig
+    from .server import EmulatorServer
+
+    cfg = EmulatorConfig(hubs=(HubConfig(HUB, partitions, max_bytes_per_partition=1 << 30),))
+    server = EmulatorServer(cfg).start()
+    port_q.put(server.port)
+    stop_ev.wait()
+    server.stop()
+
+
+def _producer_main(conn_str: str, pid: str, events: int, batch_size: int, barrier, out_q) -> None:
+    from azure.eventhub import EventData, EventHubProducerClient
+
+    body = b"x" * BODY
+    client = EventHubProducerClient.from_connection_string(conn_str, eventhub_name=HUB)
+    with client:
+        client.get_partition_ids()
+        warm = client.create_batch(partition_id=pid)
+        warm.add(EventData(body))
+        client.send_batch(warm)  # opens the partition's link
+        barrier.wait()
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        sent = 0
+        while sent < events:
+            batch = client.create_batch(partition_id=pid)
+            n = 0
+            while n < batch_size and sent + n < events:
+                try:
+                    batch.add(EventData(body))
+                except ValueError:
+                    break
+                n += 1
+            client.send_batch(batch)
+            sent += n
+        t1, cpu1 = time.perf_counter(), time.process_time()
+    out_q.put(("send", pid, sent, t0, t1, cpu1 - cpu0))
+
+
+def _consumer_main(conn_str: str, pid: str, expected: int, prefetch: int, barrier, out_q) -> None:
+    import threading
+
+    from azure.eventhub import EventHubConsumerClient
+
+    client = EventHubConsumerClient.from_connection_string(conn_str, consumer_group="$Default", eventhub_name=HUB)
+    state = {"n": 0, "t1": None}
+    done = threading.Event()
+
+    def on_event_batch(ctx, events):
+        state["n"] += len(events)
+        if state["n"] >= expected and not done.is_set():
+            state["t1"] = time.perf_counter()
+            done.set()
+
+    barrier.wait()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    th = threading.Thread(target=client.receive_batch, kwargs=dict(
+        on_event_batch=on_event_batch, partition_id=pid, starting_position="-1", prefetch=prefetch,
+        max_batch_size=prefetch, max_wait_time=1), daemon=True)
+    th.start()
+    done.wait(600)
+    cpu1 = time.process_time()
+    client.close()
+    th.join(30)
+    out_q.put(("recv", pid, state["n"], t0, state["t1"] or time.perf_counter(), cpu1 - cpu0))
+
+
+def _phase(ctx, target, args_for, n: int, emu_proc):
+    barrier = ctx.Barrier(n + 1)
+    out_q = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args_for(i), barrier, out_q), daemon=True) for i in range(n)]
+    for p in procs:
+        p.start()
+    barrier.wait(timeout=120)
+    emu_cpu0 = _cpu(emu_proc)
+    results = [out_q.get(timeout=900) for _ in range(n)]
+    emu_cpu1 = _cpu(emu_proc)
+    for p in procs:
+        p.join(30)
+    count = sum(r[2] for r in results)
+    start = min(r[3] for r in results)
+    end = max(r[4] for r in results)
+    return {
+        "events": count, "seconds": end - start, "eps": count / max(end - start, 1e-9),
+        "clients_cpu_s": sum(r[5] for r in results), "emulator_cpu_s": emu_cpu1 - emu_cpu0,
+    }
+
+
+def _cpu(pid: int) -> float:
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def run_bench(json_path: str | None, quiet: bool, *, producers: int = 4, events_per_producer: int = 25_000,
+              batch_size: int = 1000, prefetch: int = 300) -> dict:
+    """Send then receive ``producers * events_per_producer`` 100-byte events; returns the figures."""
+    ctx = mp.get_context("spawn")
+    port_q, stop_ev = ctx.Queue(), ctx.Event()
+    emu = ctx.Process(target=_emulator_main, args=(producers, port_q, stop_ev), daemon=True)
+    emu.start()
+    try:
+        port = port_q.get(timeout=60)
+        conn = (f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+                "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true")
+        send = _phase(ctx, _producer_main, lambda i: (conn, str(i), events_per_producer, batch_size), producers,
+                      emu.pid)
+        expected = events_per_producer + 1  # plus the warm-up event
+        recv = _phase(ctx, _consumer_main, lambda i: (conn, str(i), expected, prefetch), producers, emu.pid)
+    finally:
+        stop_ev.set()
+        emu.join(15)
+        if emu.is_alive():
+            emu.terminate()
+    moved = send["events"] + recv["events"]
+    result = {
+        "send_eps": round(send["eps"], 1),
+        "receive_eps": round(recv["eps"], 1),
+        "emulator_cpu_s_per_1k": round(1000 * (send["emulator_cpu_s"] + recv["emulator_cpu_s"]) / moved, 4),
+        "clients_cpu_s_per_1k": round(1000 * (send["clients_cpu_s"] + recv["clients_cpu_s"]) / moved, 4),
+        "producer_processes": producers,
+        "consumer_processes": producers,
+        "events_sent": send["events"],
+        "events_received": recv["events"],
+        "batch_size": batch_size,
+        "prefetch": prefetch,
+        "body_bytes": BODY,
+        "send": {k: round(v, 4) for k, v in send.items()},
+        "receive": {k: round(v, 4) for k, v in recv.items()},
+    }
+    result["emulator_to_clients_cpu_ratio"] = round(
+        result["emulator_cpu_s_per_1k"] / max(result["clients_cpu_s_per_1k"], 1e-9), 3
+    )
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+    if not quiet:
+        _print_table(result)
+    return result
+
+
+def _print_table(r: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"Event Hubs emulator bench ({r['producer_processes']} producer / "
+                    f"{r['consumer_processes']} consumer processes, {r['body_bytes']} B events)")
+    for col in ("phase", "events", "seconds", "events/s", "emulator CPU s", "clients CPU s"):
+        t.add_column(col, justify="right")
+    for name in ("send", "receive"):
+        p = r[name]
+        t.add_row(name, f"{p['events']:.0f}", f"{p['seconds']:.2f}", f"{p['eps']:,.0f}", f"{p['emulator_cpu_s']:.2f}",
+                  f"{p['clients_cpu_s']:.2f}")
+    Console().print(t)
+    Console().print(
+        f"CPU per 1k events moved: emulator {r['emulator_cpu_s_per_1k']:.4f} s, clients "
+        f"{r['clients_cpu_s_per_1k']:.4f} s (ratio {r['emulator_to_clients_cpu_ratio']:.2f})"
+    )

@@ -1,0 +1,207 @@
+"""Emulator configuration in the shape of Microsoft's Event Hubs emulator ``Config.json``.
+
+Accepted file (extensions over Microsoft's shape are marked *)::
+
+    {"UserConfig": {"NamespaceConfig": [{"Type": "EventHub", "Name": "emulatorNs1", "Entities": [
+        {"Name": "eh1", "PartitionCount": "2",                 # string (as in Microsoft's samples) or int
+         "ConsumerGroups": [{"Name": "cg1"}],                  # $Default always exists
+         "MessageRetentionInHours": 1,                         # * retention (default 1 h)
+         "RetentionSeconds": 30,                               # * overrides MessageRetentionInHours
+         "MaxEventsPerPartition": 1000000,                     # * memory bound (oldest dropped first)
+         "MaxBytesPerPartition": 67108864}]}],                 # * memory bound
+     "LoggingConfig": {"Type": "File"}},                        # accepted, ignored
+     "Emulator": {"SharedAccessKeys": [{"Name": "RootManageSharedAccessKey", "Key": "..."}],   # * SAS check
+                  "MaxMessageSizeBytes": 1048576}}                                             # *
+
+Without a file (``default_config()``): namespace ``emulatorNs1`` with hub ``eh1``, 4 partitions, consumer groups
+``$Default`` and ``cg1``, retention 1 h, at most 1,000,000 events / 64 MiB per partition, no SAS validation
+(any token accepted), 1 MiB message size limit.
+
+SAS signatures are validated only when ``Emulator.SharedAccessKeys`` is given; then a token signed with an
+unknown key name or a wrong key is refused with status 401 (the SDK raises ``AuthenticationError``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
+DEFAULT_KEY = "SAS_KEY_VALUE"
+DEFAULT_RETENTION_S = 3600.0
+DEFAULT_MAX_EVENTS = 1_000_000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
+MAX_PARTITIONS = 1024
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
+_CG_RE = re.compile(r"^(\$Default|[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?)$")
+
+
+class ConfigError(ValueError):
+    """Bad emulator configuration; the message names the file, the field and what is allowed."""
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    name: str
+    partition_count: int = 4
+    consumer_groups: tuple[str, ...] = ("$Default",)
+    retention_s: float = DEFAULT_RETENTION_S
+    max_events_per_partition: int = DEFAULT_MAX_EVENTS
+    max_bytes_per_partition: int = DEFAULT_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    namespace: str = "emulatorNs1"
+    hubs: tuple[HubConfig, ...] = ()
+    sas_keys: dict[str, str] = field(default_factory=dict)  # key name -> key; empty = no validation
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+    def hub(self, name: str) -> HubConfig | None:
+        for h in self.hubs:
+            if h.name == name:
+                return h
+        return None
+
+    @classmethod
+    def from_dict(cls, data, source: str = "<config>") -> "EmulatorConfig":
+        return _parse(data, source)
+
+
+def default_config() -> EmulatorConfig:
+    return EmulatorConfig(hubs=(HubConfig("eh1", 4, ("$Default", "cg1")),))
+
+
+def load_config(path: str | None) -> EmulatorConfig:
+    """Load ``path`` (or the defaults when None). Raises ConfigError naming the file and field."""
+    if path is None:
+        return default_config()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    return _parse(data, path)
+
+
+def _err(source: str, where: str, what: str) -> ConfigError:
+    return ConfigError(f"{source}: {where}: {what}")
+
+
+def _int(value, source, where, lo, hi, *, allow_str=False) -> int:
+    if isinstance(value, bool):
+        ok = False
+    elif isinstance(value, int):
+        ok = True
+    elif isinstance(value, str) and allow_str and value.strip().isdigit():
+        value, ok = int(value.strip()), True
+    else:
+        ok = False
+    if not ok or not lo <= value <= hi:
+        kind = "an integer (or a string of digits)" if allow_str else "an integer"
+        raise _err(source, where, f"must be {kind} between {lo} and {hi}, got {value!r}")
+    return value
+
+
+def _number(value, source, where, lo) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= lo:
+        raise _err(source, where, f"must be a number greater than {lo}, got {value!r}")
+    return float(value)
+
+
+def _obj(value, source, where) -> dict:
+    if not isinstance(value, dict):
+        raise _err(source, where, f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _list(value, source, where) -> list:
+    if not isinstance(value, list):
+        raise _err(source, where, f"must be a JSON array, got {type(value).__name__}")
+    return value
+
+
+def _parse(data, source: str) -> EmulatorConfig:
+    root = _obj(data, source, "(top level)")
+    user = _obj(root.get("UserConfig"), source, "UserConfig")
+    namespaces = _list(user.get("NamespaceConfig"), source, "UserConfig.NamespaceConfig")
+    if not namespaces:
+        raise _err(source, "UserConfig.NamespaceConfig", "must hold one namespace")
+    hubs: list[HubConfig] = []
+    ns_name = "emulatorNs1"
+    for i, ns in enumerate(namespaces):
+        where = f"UserConfig.NamespaceConfig[{i}]"
+        ns = _obj(ns, source, where)
+        ns_type = ns.get("Type", "EventHub")
+        if ns_type != "EventHub":
+            raise _err(source, f"{where}.Type", f"must be 'EventHub', got {ns_type!r}")
+        if i == 0 and isinstance(ns.get("Name"), str):
+            ns_name = ns["Name"]
+        entities = _list(ns.get("Entities"), source, f"{where}.Entities")
+        for j, ent in enumerate(entities):
+            hubs.append(_parse_entity(ent, source, f"{where}.Entities[{j}]", hubs))
+    if not hubs:
+        raise _err(source, "UserConfig.NamespaceConfig[0].Entities", "must define at least one event hub")
+    emu = root.get("Emulator", {})
+    emu = _obj(emu, source, "Emulator")
+    keys: dict[str, str] = {}
+    for k, item in enumerate(_list(emu.get("SharedAccessKeys", []), source, "Emulator.SharedAccessKeys")):
+        where = f"Emulator.SharedAccessKeys[{k}]"
+        item = _obj(item, source, where)
+        name, key = item.get("Name"), item.get("Key")
+        if not isinstance(name, str) or not name:
+            raise _err(source, f"{where}.Name", "must be a non-empty string")
+        if not isinstance(key, str) or not key:
+            raise _err(source, f"{where}.Key", "must be a non-empty string")
+        keys[name] = key
+    max_msg = _int(
+        emu.get("MaxMessageSizeBytes", DEFAULT_MAX_MESSAGE_SIZE), source, "Emulator.MaxMessageSizeBytes",
+        1024, 16 * 1024 * 1024,
+    )
+    return EmulatorConfig(namespace=ns_name, hubs=tuple(hubs), sas_keys=keys, max_message_size=max_msg)
+
+
+def _parse_entity(ent, source: str, where: str, seen: list[HubConfig]) -> HubConfig:
+    ent = _obj(ent, source, where)
+    name = ent.get("Name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise _err(
+            source, f"{where}.Name",
+            f"must be 1-256 letters, digits, '.', '-', '_' starting and ending with a letter or digit, got {name!r}",
+        )
+    if any(h.name.lower() == name.lower() for h in seen):
+        raise _err(source, f"{where}.Name", f"duplicate event hub name {name!r}")
+    if "PartitionCount" not in ent:
+        raise _err(source, f"{where}.PartitionCount", f"is required (1..{MAX_PARTITIONS})")
+    count = _int(ent["PartitionCount"], source, f"{where}.PartitionCount", 1, MAX_PARTITIONS, allow_str=True)
+    groups = ["$Default"]
+    for k, cg in enumerate(_list(ent.get("ConsumerGroups", []), source, f"{where}.ConsumerGroups")):
+        cg = _obj(cg, source, f"{where}.ConsumerGroups[{k}]")
+        cg_name = cg.get("Name")
+        if not isinstance(cg_name, str) or not _CG_RE.match(cg_name):
+            raise _err(
+                source, f"{where}.ConsumerGroups[{k}].Name",
+                f"must be 1-50 letters, digits, '.', '-', '_' (or '$Default'), got {cg_name!r}",
+            )
+        if cg_name.lower() not in (g.lower() for g in groups):
+            groups.append(cg_name)
+    retention = DEFAULT_RETENTION_S
+    if "MessageRetentionInHours" in ent:
+        retention = 3600.0 * _number(ent["MessageRetentionInHours"], source, f"{where}.MessageRetentionInHours", 0)
+    if "RetentionSeconds" in ent:
+        retention = _number(ent["RetentionSeconds"], source, f"{where}.RetentionSeconds", 0)
+    max_events = _int(
+        ent.get("MaxEventsPerPartition", DEFAULT_MAX_EVENTS), source, f"{where}.MaxEventsPerPartition", 1, 10**9
+    )
+    max_bytes = _int(
+        ent.get("MaxBytesPerPartition", DEFAULT_MAX_BYTES), source, f"{where}.MaxBytesPerPartition",
+        1024, 1 << 40,
+    )
+    return HubConfig(name, count, tuple(groups), retention, max_events, max_bytes)

@@ -1,0 +1,206 @@
+"""EmulatorServer: the emulator in a background thread (tests, harness) with a fault-injection API.
+
+    from harness.emulator import EmulatorServer
+    with EmulatorServer(config=None, port=0, control_port=0) as emu:   # or emu = EmulatorServer(...).start()
+        conn_str = emu.connection_string("eh1")   # EntityPath included when a hub is given
+        emu.delete_hub("eh1"); emu.recreate_hub("eh1")
+        emu.age_out("eh1", partition="0", up_to_seq=10)      # or before_time=datetime/epoch-ms; partition=None: all
+        emu.throttle(True, mode="reject")                    # 'reject' sends | 'detach' links; throttle(False) ends
+        emu.drop_connections(graceful=False)                 # TCP abort (graceful: close amqp:connection:forced)
+        emu.set_latency(50)                                  # ms added before every frame the emulator writes
+        emu.steal("eh1", "0", "$Default", hold_s=0.0)        # receivers detached with amqp:link:stolen
+        emu.snapshot()                                       # hubs/partitions/connections as a dict
+
+``config`` is an EmulatorConfig, a path to a Config.json, or None for the defaults (see config.py).
+The same loop-side logic backs ``serve.serve_forever`` (foreground) and the HTTP control API (control.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from .broker import Broker
+from .config import DEFAULT_KEY, DEFAULT_KEY_NAME, EmulatorConfig, load_config
+from .connection import AmqpConnection
+
+
+class EmulatorCore:
+    """The listening emulator on the current event loop (AMQP listener, broker and optional control API)."""
+
+    def __init__(self, config: EmulatorConfig | str | None = None, host: str = "127.0.0.1", port: int = 0,
+                 control_port: int | None = None) -> None:
+        self.cfg = config if isinstance(config, EmulatorConfig) else load_config(config)
+        self.host = host
+        self.requested_port = port
+        self.requested_control_port = control_port
+        self.port = 0
+        self.control_port: int | None = None
+        self.broker: Broker | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._control = None
+
+    async def start(self) -> "EmulatorCore":
+        loop = asyncio.get_running_loop()
+        self.broker = Broker(self.cfg, loop)
+        broker = self.broker
+        self._server = await loop.create_server(
+            lambda: AmqpConnection(broker), self.host, self.requested_port, reuse_address=True, backlog=512
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if self.requested_control_port is not None:
+            from .control import ControlServer
+
+            self._control = ControlServer(self)
+            self.control_port = await self._control.start("127.0.0.1", self.requested_control_port)
+        return self
+
+    async def stop(self) -> None:
+        if self._control is not None:
+            await self._control.stop()
+        if self._server is not None:
+            self._server.close()
+        if self.broker is not None:
+            self.broker.shutdown()
+            await asyncio.sleep(0.05)
+            for conn in list(self.broker.connections):
+                conn.abort()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            except (asyncio.TimeoutError, Exception):
+                pass
+
+    def connection_string(self, hub: str | None = None, key_name: str | None = None, key: str | None = None,
+                          host: str | None = None) -> str:
+        if key_name is None:
+            key_name, key_default = next(iter(self.cfg.sas_keys.items()), (DEFAULT_KEY_NAME, DEFAULT_KEY))
+            key = key if key is not None else key_default
+        elif key is None:
+            key = self.cfg.sas_keys.get(key_name, DEFAULT_KEY)
+        if host is None:
+            host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        text = (
+            f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={key_name};"
+            f"SharedAccessKey={key};UseDevelopmentEmulator=true"
+        )
+        return text + (f";EntityPath={hub}" if hub else "")
+
+
+class EmulatorServer:
+    """Threaded wrapper around EmulatorCore; every method is safe to call from any thread."""
+
+    def __init__(self, config: EmulatorConfig | str | None = None, host: str = "127.0.0.1", port: int = 0,
+                 control_port: int | None = None) -> None:
+        self.core = EmulatorCore(config, host, port, control_port)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._stopped: asyncio.Event | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = 10.0) -> "EmulatorServer":
+        self._thread = threading.Thread(target=self._run, name="eventhubs-emulator", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise RuntimeError("emulator did not start in time")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self.loop = loop
+        asyncio.set_event_loop(loop)
+
+        async def main():
+            self._stopped = asyncio.Event()
+            try:
+                await self.core.start()
+            except BaseException as exc:  # report to start()
+                self._error = exc
+                self._ready.set()
+                return
+            self._ready.set()
+            await self._stopped.wait()
+            await self.core.stop()
+
+        try:
+            loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.loop is None or self._thread is None:
+            return
+        if self._stopped is not None and not self.loop.is_closed():
+            try:
+                self.loop.call_soon_threadsafe(self._stopped.set)
+            except RuntimeError:
+                pass
+        self._thread.join(timeout)
+        self._thread = None
+
+    def __enter__(self) -> "EmulatorServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ info
+    @property
+    def port(self) -> int:
+        return self.core.port
+
+    @property
+    def host(self) -> str:
+        return self.core.host
+
+    @property
+    def control_port(self) -> int | None:
+        return self.core.control_port
+
+    @property
+    def control_url(self) -> str | None:
+        return None if self.core.control_port is None else f"http://127.0.0.1:{self.core.control_port}"
+
+    @property
+    def config(self) -> EmulatorConfig:
+        return self.core.cfg
+
+    def connection_string(self, hub: str | None = None, key_name: str | None = None, key: str | None = None) -> str:
+        return self.core.connection_string(hub, key_name, key)
+
+    # ------------------------------------------------------------------ loop-side calls
+    def call(self, fn, *args, timeout: float = 10.0, **kwargs):
+        """Run ``fn(*args, **kwargs)`` on the emulator loop and return its result (re-raising errors)."""
+
+        async def runner():
+            return fn(*args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(runner(), self.loop).result(timeout)
+
+    def delete_hub(self, hub: str) -> bool:
+        return self.call(self.core.broker.delete_hub, hub)
+
+    def recreate_hub(self, hub: str, partition_count: int | None = None) -> dict:
+        return self.call(self.core.broker.recreate_hub, hub, partition_count)
+
+    def age_out(self, hub: str, partition=None, up_to_seq: int | None = None, before_time=None) -> int:
+        return self.call(self.core.broker.age_out, hub, partition, up_to_seq, before_time)
+
+    def throttle(self, on: bool = True, mode: str = "reject") -> None:
+        return self.call(self.core.broker.throttle, on, mode)
+
+    def drop_connections(self, graceful: bool = False) -> int:
+        return self.call(self.core.broker.drop_connections, graceful)
+
+    def set_latency(self, ms: float) -> None:
+        return self.call(self.core.broker.set_latency, ms)
+
+    def steal(self, hub: str, partition, consumer_group: str = "$Default", hold_s: float = 0.0) -> int:
+        return self.call(self.core.broker.steal, hub, partition, consumer_group, hold_s)
+
+    def snapshot(self) -> dict:
+        return self.call(self.core.broker.snapshot)

@@ -1,0 +1,19 @@
+"""A small run of the emulator benchmark (the full one is ``harness bench emulator``)."""
+
+from __future__ import annotations
+
+import json
+
+from harness.emulator.bench import run_bench
+
+
+def test_run_bench_small(tmp_path):
+    path = tmp_path / "bench.json"
+    result = run_bench(str(path), True, producers=2, events_per_producer=3000, batch_size=500)
+    assert json.loads(path.read_text()) == result
+    for key in ("send_eps", "receive_eps", "emulator_cpu_s_per_1k", "clients_cpu_s_per_1k"):
+        assert isinstance(result[key], float) and result[key] > 0, key
+    assert result["producer_processes"] == 2
+    assert result["events_sent"] == 6000 and result["events_received"] == 6002
+    # the emulator must be cheap next to the pure-python SDK clients
+    assert result["emulator_cpu_s_per_1k"] < 0.5 * result["clients_cpu_s_per_1k"]
