@@ -18,7 +18,7 @@ from hdrh.histogram import HdrHistogram
 from producers.records import ACK_COLUMNS
 
 ACK_DTYPES = {"producer": "int32", "seq": "int64", "partition": "int32", "offset": "int64",
-              "intended_ms": "float64", "produce_ms": "float64", "ack_ms": "float64", "error": "string"}
+              "intended_ms": "float64", "ack_ms": "float64", "latency_us": "int64", "error": "string"}
 
 
 def _complete_rows(path: Path) -> io.StringIO | None:
@@ -31,9 +31,12 @@ def _complete_rows(path: Path) -> io.StringIO | None:
 def load_acks(producer_dir: Path) -> pd.DataFrame:
     sources = [src for f in sorted(producer_dir.glob("acks-*.csv")) if (src := _complete_rows(f)) is not None]
     frames = [pd.read_csv(src, dtype=ACK_DTYPES, keep_default_na=False) for src in sources]
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=ACK_DTYPES[c]) for c in ACK_COLUMNS})
-    return pd.concat(frames, ignore_index=True)
+    if frames:
+        acks = pd.concat(frames, ignore_index=True)
+    else:
+        acks = pd.DataFrame({c: pd.Series(dtype=ACK_DTYPES[c]) for c in ACK_COLUMNS})
+    acks["produce_ms"] = acks["ack_ms"] - acks["latency_us"] / 1000.0
+    return acks
 
 
 @dataclass

@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.paths import SCENARIOS_DIR
-from producers.spec import KeysSpec, PayloadSpec, RateSpec
+from producers.rates import make_rate
+from producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate
 
 
 class ConfigError(Exception):
@@ -194,7 +195,23 @@ def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tupl
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_errors(path, exc)) from None
+    _resolve_replay_paths(scenario.producers.rate, path.parent)
+    try:
+        make_rate(scenario.producers.rate)  # a replay CSV is read and checked now, not in a producer process
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: producers.rate: {exc}") from None
     return scenario, path, data
+
+
+def _resolve_replay_paths(spec: BaseModel, base: Path) -> None:
+    """Replay CSV paths are relative to the scenario file; producers get them absolute."""
+    if isinstance(spec, ReplayRate) and not spec.csv.is_absolute():
+        spec.csv = (base / spec.csv).resolve()
+    for name in type(spec).model_fields:
+        value = getattr(spec, name)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, BaseModel):
+                _resolve_replay_paths(item, base)
 
 
 def format_errors(path: Path | str, exc: ValidationError, model: type[BaseModel] = Scenario) -> str:

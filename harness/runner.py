@@ -29,7 +29,7 @@ from harness.supervisor import Supervisor
 from harness.timeline import Timeline
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate
-from reports.report import build_report, batch_stats, skew_section
+from reports.report import batch_stats, build_report, rate_accuracy, skew_section
 
 
 @dataclass
@@ -191,14 +191,20 @@ def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, st
     sink = read_sink(run_dir / "sink")
     rec = reconcile(acks, sink)
     latency = percentiles_ms(rec.latency_ms)
-    target = make_rate(scenario.producers.rate).cumulative(scenario.producers.duration_s)
+    rate = make_rate(scenario.producers.rate)
+    target = rate.cumulative(scenario.producers.duration_s)  # events scheduled
     checks = evaluate(rec, scenario.checks, target_events=target, latency=latency,
                       drained=state["drained"], drain_detail=state["drain_detail"])
     if state["error"]:
         checks.insert(0, Check("completed", False, state["error"]))
     progress = _progress(run_dir)
     producers = fleet.merged_summary() if fleet else {}
+    accuracy = {}
     if fleet:
+        per_second = fleet.per_second()
+        accuracy = rate_accuracy(per_second, rate, fleet.job.get("start_at", 0.0), scenario.producers.duration_s,
+                                 rec.produced)
+        atomic.write_json(run_dir / "producers" / "per_second.json", per_second)
         checks.append(Check("producers_reported", producers["reported"] == producers["processes"]
                             and producers["sent"] == rec.produced,
                             f"{producers['reported']}/{producers['processes']} producer summaries; "
@@ -217,7 +223,7 @@ def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, st
         "batches": batches["count"], "batch_stats": batches,
         "duration_s": round(elapsed, 3),
         "traffic_s": duration,
-        "producers": {**{k: v for k, v in producers.items() if k != "delivery_us"}, **skew_section(producers)},
+        "producers": {**producers, **skew_section(producers), **accuracy},
         "backend_info": state["backend"], "end_offsets": {str(k): v for k, v in state["end_offsets"].items()},
         "query_exit": state["query_exit"], "run_dir": str(run_dir),
         "versions": _versions(),

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from harness.supervisor import Child, Supervisor
-from producers.records import merge_partition_counts
+from producers.records import histogram_summary, merge_histograms, merge_partition_counts
 
 
 class ProducerFleet:
@@ -61,17 +61,25 @@ class ProducerFleet:
         return out
 
     def per_second(self) -> list[dict]:
-        """All processes' per-second rows merged by second."""
+        """All processes' per-second rows merged by second (delivery histograms merged exactly)."""
         merged: dict[int, dict] = {}
+        hists: dict[int, list[str]] = {}
         for f in sorted(self.out_dir.glob("stats-*.jsonl")):
             for line in f.read_text().splitlines():
-                row = json.loads(line)
+                try:
+                    row = json.loads(line)
+                except ValueError:  # a torn last line of a killed process
+                    continue
                 m = merged.setdefault(row["t"], {"t": row["t"], "target": 0, "sent": 0, "acked": 0, "failed": 0,
                                                  "buffer_full": 0, "errors": {}})
                 for k in ("target", "sent", "acked", "failed", "buffer_full"):
                     m[k] += row[k]
                 for k, v in row["errors"].items():
                     m["errors"][k] = m["errors"].get(k, 0) + v
+                if row.get("delivery_hist"):
+                    hists.setdefault(row["t"], []).append(row["delivery_hist"])
+        for t, encoded in hists.items():
+            merged[t]["delivery_us"] = histogram_summary(merge_histograms(encoded))
         return [merged[t] for t in sorted(merged)]
 
     def merged_summary(self) -> dict:
@@ -88,7 +96,7 @@ class ProducerFleet:
             "pacer_skipped": sum(s["pacer_skipped"] for s in summaries),
             "unacked_at_exit": sum(s["unacked_at_exit"] for s in summaries),
             "partition_events": events, "partition_bytes": nbytes,
-            "delivery_us": [s["delivery_us"] for s in summaries],
+            "delivery_us": histogram_summary(merge_histograms([s.get("delivery_hist") for s in summaries])),
         }
 
     def wait(self, timeout: float, tick=None) -> None:

@@ -2,14 +2,15 @@
 
 Never flush() or poll(timeout>0) here: under gevent those block the hub inside librdkafka and stall every
 other greenlet. A full local queue (BufferError) is answered by a cooperative sleep and a retry, and counted.
+Delivery reports are collected by one producer-wide callback and handled in bulk after each poll; the event's id
+and intended time are read back from its own value, so no per-event closure is needed.
 """
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import gevent
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
 
 from producers.records import AckLog, SecondStats
 
@@ -23,48 +24,63 @@ DEFAULTS = {
 }
 
 
+def event_fields(value: bytes) -> tuple[str, str]:
+    """(seq, intended_ms) as text, read from the head of an encoded event (see producers.event)."""
+    _, seq, intended, _ = value[:80].split(b",", 3)
+    return seq[4:].decode(), intended[4:].decode()
+
+
 class KafkaSender:
     name = "kafka"
 
     def __init__(self, topic: str, settings: dict, acks: AckLog, stats: SecondStats):
         config = dict(DEFAULTS)
         config.update(settings)
+        reports = self._reports = []
+        config["on_delivery"] = lambda err, msg: reports.append((err, msg))
         self.topic = topic
         self.producer = Producer(config)
         self.acks = acks
         self.stats = stats
 
-    def send(self, value: bytes, key: bytes | None, partition: int | None, seq: int, intended_s: float,
-             headers: list | None = None) -> None:
-        produce_s = time.time()
-        cb = partial(self._delivered, seq, intended_s * 1000.0, produce_s * 1000.0, len(value))
+    def send(self, value: bytes, key: bytes | None, partition: int | None, headers: list | None = None) -> None:
         while True:
             try:
                 if partition is None:
-                    self.producer.produce(self.topic, value, key, callback=cb, headers=headers)
+                    self.producer.produce(self.topic, value, key, headers=headers)
                 else:
-                    self.producer.produce(self.topic, value, key, partition, callback=cb, headers=headers)
+                    self.producer.produce(self.topic, value, key, partition, headers=headers)
                 return
             except BufferError:
                 self.stats.on_buffer_full(time.time())
                 gevent.sleep(0.005)
 
-    def _delivered(self, seq: int, intended_ms: float, produce_ms: float, nbytes: int, err: KafkaError | None,
-                   msg) -> None:
-        now = time.time()
-        if err is None:
-            latency = msg.latency()
-            self.acks.acked(seq, msg.partition(), msg.offset(), intended_ms, produce_ms, now * 1000.0)
-            self.stats.on_ack(msg.partition(), nbytes, int((latency if latency is not None else
-                                                            now - produce_ms / 1000.0) * 1e6), now)
-        else:
-            error = err.name() or str(err.code())
-            self.acks.failed(seq, msg.partition() if msg.partition() is not None else -1, intended_ms, produce_ms,
-                             now * 1000.0, error)
-            self.stats.on_fail(error, now)
-
     def service(self) -> None:
         self.producer.poll(0)
+        if not self._reports:
+            return
+        batch = self._reports[:]
+        del self._reports[:]
+        now = time.time()
+        ack_ms = f"{now * 1000.0:.3f}"
+        rows, partitions, sizes, latencies = [], [], [], []
+        for err, msg in batch:
+            value = msg.value()
+            seq, intended = event_fields(value)
+            latency_us = int((msg.latency() or 0.0) * 1e6)  # produce() call to delivery report
+            partition = msg.partition()
+            if err is None:
+                rows.append(f"{seq},{partition},{msg.offset()},{intended},{ack_ms},{latency_us},\n")
+                partitions.append(partition)
+                sizes.append(len(value))
+                latencies.append(latency_us)
+            else:
+                error = err.name() or str(err.code())
+                rows.append(f"{seq},{-1 if partition is None else partition},-1,{intended},{ack_ms},{latency_us},"
+                            f"{error}\n")
+                self.stats.on_fail(error, now)
+        self.acks.write_rows(rows)
+        self.stats.on_acks(partitions, sizes, latencies, now)
 
     def outstanding(self) -> int:
         return len(self.producer)

@@ -113,6 +113,17 @@ class PayloadSource:
         off = int(self._rng.integers(0, len(_TEXT)))
         return text[off : off + nbytes]
 
+    def fill_many(self, nbytes: list[int]) -> list[str]:
+        """`fill` for a whole batch: one draw of offsets (numpy calls are costly per event under gevent)."""
+        if self._random_content:
+            return [self._random_chars(n) if n > 0 else "" for n in nbytes]
+        text = self._text
+        longest = max(nbytes, default=0)
+        if longest + len(_TEXT) > len(text):
+            text = self._text = _TEXT * ((longest // len(_TEXT)) + 2)
+        offsets = self._rng.integers(0, len(_TEXT), size=len(nbytes)).tolist()
+        return [text[o : o + n] if n > 0 else "" for o, n in zip(offsets, nbytes)]
+
     def payload(self) -> str:
         """A body of the next size."""
         return self.fill(self.next_size())

@@ -21,7 +21,7 @@ import gevent  # noqa: E402
 from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
-from producers.event import encode, pad_length  # noqa: E402
+from producers.event import encode_many, pad_lengths  # noqa: E402
 from producers.keys import make_key_chooser  # noqa: E402
 from producers.pacer import TokenPacer  # noqa: E402
 from producers.payloads import PayloadSource  # noqa: E402
@@ -68,16 +68,20 @@ class Shared:
         if not due:
             return 0
         self.stats.on_due(len(due), now)
-        choices = self.keys.next_many(len(due))
-        sizes = self.payloads.next_sizes(len(due))
-        headers = self.payloads.headers()
+        n = len(due)
+        choices = self.keys.next_many(n)
+        sizes = self.payloads.next_sizes(n)
         idx = self.index
-        for intended, (key, partition), size in zip(due, choices, sizes):
-            seq = self.seq
-            self.seq += 1
-            value = encode(idx, seq, intended, self.payloads.fill(pad_length(idx, seq, int(size))))
-            self.sent_bytes += len(value)
-            self.sender.send(value, key, partition, seq, intended, headers)
+        seq0 = self.seq
+        self.seq += n
+        pads = self.payloads.fill_many(pad_lengths(idx, seq0, sizes))
+        headers = self.payloads.headers() if self.payloads.has_headers else None
+        send = self.sender.send
+        nbytes = 0
+        for value, (key, partition) in zip(encode_many(idx, seq0, due, pads), choices):
+            nbytes += len(value)
+            send(value, key, partition, headers)
+        self.sent_bytes += nbytes
         self.stats.on_sent(len(due), time.time())
         return len(due)
 
@@ -144,6 +148,7 @@ def run(job_path: Path, index: int) -> int:
             shared.sender.service()
             gevent.sleep(0.01)
     poller.kill()
+    shared.sender.service()  # the reports of the last poll
     shared.stats.close()
     shared.acks.close()
     summary = {
@@ -155,7 +160,7 @@ def run(job_path: Path, index: int) -> int:
         "end_at": shared.end, "finished_at": time.time(),
         "partition_events": dict(shared.stats.partition_events),
         "partition_bytes": dict(shared.stats.partition_bytes),
-        "delivery_us": shared.stats.delivery_summary(),
+        "delivery_hist": shared.stats.delivery_encoded(),
         "locust": {"requests": env.stats.total.num_requests, "failures": env.stats.total.num_failures},
     }
     out = Path(job["out_dir"]) / f"summary-{index}.json"

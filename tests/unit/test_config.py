@@ -60,3 +60,13 @@ def test_overrides_are_toml_values(tmp_path):
 def test_unknown_scenario_name_lists_known_ones():
     with pytest.raises(ConfigError, match="known: .*steady"):
         load_scenario("no-such-scenario")
+
+
+def test_replay_csv_is_relative_to_the_scenario_and_checked_at_load(tmp_path):
+    (tmp_path / "shape.csv").write_text("t,rate\n0,100\n10,300\n")
+    text = MINIMAL.replace('rate = { kind = "constant", eps = 100 }', 'rate = { kind = "replay", csv = "shape.csv" }')
+    s, _, _ = load_scenario(write(tmp_path, text))
+    assert s.producers.rate.csv == (tmp_path / "shape.csv").resolve()
+    (tmp_path / "shape.csv").write_text("t,rate\n0,100\n0,300\n")  # t must increase
+    with pytest.raises(ConfigError, match=r"s\.toml: producers\.rate: .*shape\.csv"):
+        load_scenario(write(tmp_path, text))
