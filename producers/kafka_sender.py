@@ -85,6 +85,9 @@ class KafkaSender:
     def outstanding(self) -> int:
         return len(self.producer)
 
+    def close(self) -> None:
+        pass
+
     def abandon(self) -> None:
         """Purge what is still queued so each such event gets its failure report (no flush(): see above)."""
         self.producer.purge(in_queue=True, in_flight=True, blocking=False)

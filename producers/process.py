@@ -36,6 +36,10 @@ def make_sender(job: dict, acks: AckLog, stats: SecondStats):
         from producers.kafka_sender import KafkaSender
 
         return KafkaSender(job["stream"], job["settings"], acks, stats)
+    if job["backend"] == "eventhubs":
+        from producers.eventhubs_sender import EventHubsSender
+
+        return EventHubsSender(job["stream"], job["settings"], acks, stats, int(job["partitions"]))
     raise ValueError(f"no producer for backend {job['backend']!r}")
 
 
@@ -44,9 +48,12 @@ class Shared:
 
     def __init__(self, job: dict, index: int):
         out = Path(job["out_dir"])
+        out.mkdir(parents=True, exist_ok=True)
+        self.job = job
         self.index = index
         self.start = float(job["start_at"])
-        self.end = self.start + float(job["duration_s"])
+        self.planned_end = self.end = self.start + float(job["duration_s"])
+        self.poller = None
         self.batch_size = int(job["batch_size"])
         rate = make_rate(TypeAdapter(RateSpec).validate_python(job["rate"]))
         self.pacer = TokenPacer(rate, self.start, share=1.0 / job["processes"], max_backlog_s=job["max_backlog_s"])
@@ -119,6 +126,43 @@ def _service_loop(shared: Shared) -> None:
         gevent.sleep(0.001)
 
 
+def finish(shared: Shared, env: Environment) -> dict:
+    """After the users stopped: collect outstanding acks (purge what never comes), close the logs, write the
+    summary. Used by `run` and by the locustfile (distributed mode)."""
+    stopped_early = shared.end < shared.planned_end
+    deadline = time.time() + (5.0 if stopped_early else float(shared.job.get("ack_timeout_s", 60)))
+    while shared.sender.outstanding() and time.time() < deadline:
+        gevent.sleep(0.01)
+    unacked = shared.sender.outstanding()
+    if unacked:
+        shared.sender.abandon()
+        for _ in range(200):
+            shared.sender.service()
+            gevent.sleep(0.01)
+    if shared.poller is not None:
+        shared.poller.kill()
+    shared.sender.service()  # the reports of the last poll
+    shared.sender.close()
+    shared.stats.close()
+    shared.acks.close()
+    summary = {
+        "producer": shared.index, "sent": shared.seq, "sent_bytes": shared.sent_bytes,
+        "acked": sum(shared.stats.partition_events.values()),
+        "failed": sum(shared.stats.errors_total.values()), "errors": dict(shared.stats.errors_total),
+        "unacked_at_exit": unacked, "pacer_skipped": shared.pacer.skipped, "start_at": shared.start,
+        "stopped_early": stopped_early, "end_at": shared.end, "finished_at": time.time(),
+        "partition_events": dict(shared.stats.partition_events),
+        "partition_bytes": dict(shared.stats.partition_bytes),
+        "delivery_hist": shared.stats.delivery_encoded(),
+        "locust": {"requests": env.stats.total.num_requests, "failures": env.stats.total.num_failures},
+    }
+    out = Path(shared.job["out_dir"]) / f"summary-{shared.index}.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=2))
+    tmp.replace(out)
+    return summary
+
+
 def run(job_path: Path, index: int) -> int:
     global SHARED
     job = json.loads(job_path.read_text())
@@ -127,7 +171,7 @@ def run(job_path: Path, index: int) -> int:
     gevent.signal_handler(signal.SIGTERM, lambda: setattr(shared, "end", min(shared.end, time.time())))
     env = Environment(user_classes=[PacedProducer], events=events)
     runner = env.create_local_runner()
-    poller = gevent.spawn(_service_loop, shared)
+    shared.poller = gevent.spawn(_service_loop, shared)
     gevent.sleep(max(0.0, shared.start - time.time() - 0.2))  # users up just before the first event is due
     runner.start(int(job["users"]), spawn_rate=10_000)
     while time.time() < shared.end:
@@ -137,36 +181,7 @@ def run(job_path: Path, index: int) -> int:
         pass
     shared.done = True
     runner.quit()
-    stopped_early = shared.end < float(job["start_at"]) + float(job["duration_s"])
-    deadline = time.time() + (5.0 if stopped_early else float(job.get("ack_timeout_s", 60)))
-    while shared.sender.outstanding() and time.time() < deadline:
-        gevent.sleep(0.01)
-    unacked = shared.sender.outstanding()
-    if unacked:
-        shared.sender.abandon()
-        for _ in range(200):
-            shared.sender.service()
-            gevent.sleep(0.01)
-    poller.kill()
-    shared.sender.service()  # the reports of the last poll
-    shared.stats.close()
-    shared.acks.close()
-    summary = {
-        "producer": index, "sent": shared.seq, "sent_bytes": shared.sent_bytes,
-        "acked": sum(shared.stats.partition_events.values()),
-        "failed": sum(shared.stats.errors_total.values()), "errors": dict(shared.stats.errors_total),
-        "unacked_at_exit": unacked, "pacer_skipped": shared.pacer.skipped, "start_at": shared.start,
-        "stopped_early": stopped_early,
-        "end_at": shared.end, "finished_at": time.time(),
-        "partition_events": dict(shared.stats.partition_events),
-        "partition_bytes": dict(shared.stats.partition_bytes),
-        "delivery_hist": shared.stats.delivery_encoded(),
-        "locust": {"requests": env.stats.total.num_requests, "failures": env.stats.total.num_failures},
-    }
-    out = Path(job["out_dir"]) / f"summary-{index}.json"
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=2))
-    tmp.replace(out)
+    finish(shared, env)
     return 0
 
 

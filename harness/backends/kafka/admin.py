@@ -58,7 +58,11 @@ class KafkaBackendBase(Backend):
             time.sleep(0.5)
         raise BackendError(f"Kafka at {self.bootstrap} not ready after {timeout:.0f}s ({last})")
 
-    def create_stream(self, name: str, partitions: int, config: dict[str, str], replication: int = 1) -> None:
+    replication = 1  # topic replication factor; -1 = the cluster's default
+
+    def create_stream(self, name: str, partitions: int, config: dict[str, str],
+                      replication: int | None = None) -> None:
+        replication = self.replication if replication is None else replication
         admin = self.admin()
         if name in admin.list_topics(timeout=10).topics:
             for fut in admin.delete_topics([name], operation_timeout=30).values():

@@ -68,6 +68,7 @@ class EmbeddedKafka(KafkaBackendBase):
         if nodes < 1:
             raise BackendError("kafka nodes must be >= 1")
         self.n = nodes
+        self.replication = min(3, nodes)
         self.heap_mb = heap_mb
         self.extra = dict(broker_config or {})
         self.nodes: list[Node] = []
@@ -128,8 +129,9 @@ class EmbeddedKafka(KafkaBackendBase):
                 f"-Dkafka.logs.dir={node.home}", "-cp", self.classpath, main, *args]
 
     def _format(self, node: Node) -> None:
-        argv = self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(node.config),
-                          "--ignore-formatted")
+        # `--cluster-id=` keeps an id that starts with "-" (urlsafe base64 may) from reading as an option
+        argv = self._java(node, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
+                          "-c", str(node.config), "--ignore-formatted")
         argv[1:3] = ["-Xms64m", "-Xmx256m"]
         proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:

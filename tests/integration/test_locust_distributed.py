@@ -1,0 +1,55 @@
+"""Locust's distributed mode runs the same paced producer: two workers split the rate exactly."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.checker import load_acks
+
+pytestmark = pytest.mark.integration
+LOCUSTFILE = str(Path(__file__).resolve().parents[2] / "producers" / "locustfile.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_master_and_two_workers_produce_the_schedule(kafka, tmp_path):
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    kafka.create_stream(topic, 4, {})
+    out = tmp_path / "producers"
+    job = {"backend": "kafka", "stream": topic, "partitions": 4, "settings": kafka.producer_settings(),
+           "processes": 2, "users": 2, "batch_size": 100, "duration_s": 4.0, "max_backlog_s": 1.0, "seed": 3,
+           "rate": {"kind": "constant", "eps": 1000}, "keys": {"kind": "uniform", "count": 100},
+           "payload": {"size": {"kind": "fixed", "bytes": 100}}, "out_dir": str(out)}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = dict(os.environ, HARNESS_PRODUCER_JOB=str(tmp_path / "job.json"))
+    locust = [sys.executable, "-m", "locust", "-f", LOCUSTFILE]
+    port = free_port()
+    master = subprocess.Popen(locust + ["--master", "--headless", "--master-bind-host", "127.0.0.1",
+                                        "--master-bind-port", str(port), "--expect-workers", "2", "-u", "2",
+                                        "-r", "100", "-t", "9s", "--only-summary"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    workers = [subprocess.Popen(locust + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        master.wait(timeout=120)
+        for w in workers:
+            w.wait(timeout=60)
+    finally:
+        for p in [master, *workers]:
+            if p.poll() is None:
+                p.kill()
+    acks = load_acks(out)
+    assert sorted(acks.groupby("producer").size().to_dict().items()) == [(0, 2000), (1, 2000)], master.stdout.read()
+    assert (acks["error"] == "").all()
+    summaries = [json.loads((out / f"summary-{i}.json").read_text()) for i in (0, 1)]
+    assert [s["acked"] for s in summaries] == [2000, 2000]

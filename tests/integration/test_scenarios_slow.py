@@ -1,0 +1,22 @@
+"""Every shipped scenario at full length must pass (`make test-slow`; minutes each)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.paths import SCENARIOS_DIR
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SCENARIOS_DIR.glob("*.toml")))
+def test_scenario_passes_at_full_length(name, harness_env, tmp_path):
+    out = tmp_path / name
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", name, "--out", str(out)], env=harness_env,
+                          capture_output=True, text=True, timeout=1800)
+    result = json.loads((out / "result.json").read_text())
+    assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]
+    c = result["counts"]
+    assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] > 0
+    assert result["producers"]["rate"]["achieved_over_target"] > 0.999
