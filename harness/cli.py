@@ -10,7 +10,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from harness.config import ConfigError
+from harness.errors import InputError
 from harness.paths import SCENARIOS_DIR
 
 EXIT_BAD_INPUT = 2
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except ConfigError as exc:
+    except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -7,6 +7,8 @@ still checked against the connector's list, so `maxOffsetPerTrigger` is an error
 """
 from __future__ import annotations
 
+from harness.errors import InputError
+
 import tomllib
 from pathlib import Path
 from types import UnionType
@@ -19,7 +21,7 @@ from producers.rates import make_rate
 from producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate
 
 
-class ConfigError(Exception):
+class ConfigError(InputError):
     """Bad input: the message names the file, the field and what is allowed. The CLI exits 2."""
 
 

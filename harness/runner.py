@@ -29,6 +29,7 @@ from harness.supervisor import Supervisor
 from harness.timeline import Timeline
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate
+from reports.lag import LagSampler, lag_series, lag_summary, read_samples
 from reports.report import batch_stats, build_report, rate_accuracy, skew_section
 
 
@@ -81,6 +82,7 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
     state = {"drained": False, "drain_detail": "not reached", "error": None, "interrupted": False,
              "query_exit": None, "backend": {}, "end_offsets": {}}
     fleet: ProducerFleet | None = None
+    sampler: LagSampler | None = None
     backend = make_backend(scenario)
     with Supervisor(run_id) as sup:
         try:
@@ -102,6 +104,8 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
                 query.wait_started(scenario.spark.start_timeout_s)
             timeline.add("query_started")
 
+            sampler = LagSampler(run_dir / "lag.jsonl", lambda: backend.end_offsets(scenario.stream.name))
+            sampler.start()
             fleet = ProducerFleet(run_dir / "producers", sup, _producer_job(scenario, backend))
             start_at = time.time() + 1.5
             fleet.start(start_at)
@@ -141,6 +145,8 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
             timeline.add("error", error=state["error"])
             console.warn(state["error"])
         finally:
+            if sampler is not None:
+                sampler.stop()
             with console.step("stopping everything"):
                 sup.stop_all()
                 backend.stop()
@@ -211,6 +217,7 @@ def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, st
                             f"{producers['sent']} sent vs {rec.produced} rows in the ack logs"))
     duration = scenario.producers.duration_s
     batches = batch_stats(progress)
+    lag = lag_summary(lag_series(read_samples(run_dir / "lag.jsonl"), progress))
     verdict = "pass" if all(c.ok for c in checks) else "fail"
     return {
         "scenario": scenario.name, "backend": scenario.backend.kind, "verdict": verdict,
@@ -220,7 +227,7 @@ def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, st
                        "process_rps": batches["process_rps"], "target_eps": target / duration if duration else 0.0},
         "latency_ms": latency,
         "publish_delay_ms": percentiles_ms(rec.publish_delay_ms),
-        "batches": batches["count"], "batch_stats": batches,
+        "batches": batches["count"], "batch_stats": batches, "lag_events": lag,
         "duration_s": round(elapsed, 3),
         "traffic_s": duration,
         "producers": {**producers, **skew_section(producers), **accuracy},

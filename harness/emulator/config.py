@@ -27,6 +27,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from harness.errors import InputError
+
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"
 DEFAULT_RETENTION_S = 3600.0
@@ -39,7 +41,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
 _CG_RE = re.compile(r"^(\$Default|[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?)$")
 
 
-class ConfigError(ValueError):
+class ConfigError(ValueError, InputError):
     """Bad emulator configuration; the message names the file, the field and what is allowed."""
 
 

@@ -20,3 +20,12 @@ def test_scenario_passes_at_full_length(name, harness_env, tmp_path):
     c = result["counts"]
     assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] > 0
     assert result["producers"]["rate"]["achieved_over_target"] > 0.999
+
+
+def test_steady_on_two_executor_jvms(harness_env, tmp_path):
+    out = tmp_path / "lc"
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "steady", "--out", str(out), "--set",
+                           'spark.master="local-cluster[2,1,1024]"', "--set", "producers.duration_s=30"],
+                          env=harness_env, capture_output=True, text=True, timeout=1800)
+    result = json.loads((out / "result.json").read_text())
+    assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from typing import Any
 
@@ -97,15 +98,24 @@ class KafkaBackendBase(Backend):
         opts.update(options)
         return "kafka", opts
 
+    _watermarks: Consumer | None = None
+    _watermarks_lock = threading.Lock()
+
     def end_offsets(self, stream: str) -> dict[int, int]:
-        consumer = Consumer(dict(client_config(self.bootstrap), **{"group.id": "harness-watermarks",
-                                                                   "enable.auto.commit": False}))
-        try:
-            md = consumer.list_topics(stream, timeout=10).topics[stream]
-            return {p: consumer.get_watermark_offsets(TopicPartition(stream, p), timeout=10)[1]
+        """High watermarks; one cached consumer, so sampling them every second (lag) stays cheap."""
+        with self._watermarks_lock:
+            if self._watermarks is None:
+                self._watermarks = Consumer(dict(client_config(self.bootstrap), **{
+                    "group.id": "harness-watermarks", "enable.auto.commit": False}))
+            md = self._watermarks.list_topics(stream, timeout=10).topics[stream]
+            return {p: self._watermarks.get_watermark_offsets(TopicPartition(stream, p), timeout=10)[1]
                     for p in sorted(md.partitions)}
-        finally:
-            consumer.close()
+
+    def close_clients(self) -> None:
+        with self._watermarks_lock:
+            if self._watermarks is not None:
+                self._watermarks.close()
+                self._watermarks = None
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "bootstrap": self.bootstrap}

@@ -11,7 +11,7 @@ from harness.backends.base import BackendError
 from harness.backends.kafka.admin import KafkaBackendBase
 from harness.supervisor import Supervisor
 
-IMAGE = "apache/kafka:4.1.1"
+IMAGE = "confluentinc/cp-kafka:7.6.0"  # the image testcontainers' KafkaContainer scripts for (KRaft)
 
 
 def docker_available(timeout: float = 2.0) -> tuple[bool, str]:
@@ -37,7 +37,7 @@ class ContainerKafka(KafkaBackendBase):
         if not ok:
             raise BackendError(f"backend mode 'container' needs Docker: {why}; use mode = 'embedded' instead")
         try:
-            from testcontainers.kafka import KafkaContainer
+            from testcontainers.community.kafka import KafkaContainer
         except ImportError as exc:
             raise BackendError("backend mode 'container' needs testcontainers: pip install '.[docker]'") from exc
         self.container = KafkaContainer(self.image).with_kraft()
@@ -46,6 +46,7 @@ class ContainerKafka(KafkaBackendBase):
         self.wait_ready(1)
 
     def stop(self) -> None:
+        self.close_clients()
         if self.container is not None:
             self.container.stop()
             self.container = None

@@ -151,6 +151,7 @@ class EmbeddedKafka(KafkaBackendBase):
         node.child = None
 
     def stop(self) -> None:
+        self.close_clients()
         for node in reversed(self.nodes):
             self.stop_node(node)
 

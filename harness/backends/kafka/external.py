@@ -16,7 +16,7 @@ class ExternalKafka(KafkaBackendBase):
         self.wait_ready(1, timeout=30)
 
     def stop(self) -> None:
-        pass
+        self.close_clients()  # never stops someone else's cluster
 
     def describe(self) -> dict:
         return {"kind": self.kind, "mode": "external", "bootstrap": self.bootstrap}
