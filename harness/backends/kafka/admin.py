@@ -101,15 +101,23 @@ class KafkaBackendBase(Backend):
     _watermarks: Consumer | None = None
     _watermarks_lock = threading.Lock()
 
-    def end_offsets(self, stream: str) -> dict[int, int]:
-        """High watermarks; one cached consumer, so sampling them every second (lag) stays cheap."""
+    def end_offsets(self, stream: str, timeout: float = 60.0) -> dict[int, int]:
+        """High watermarks; one cached consumer, so sampling them every second (lag) stays cheap. While a
+        partition has no live leader (a broker just died) this retries until leadership moves or `timeout`."""
+        deadline = time.monotonic() + timeout
         with self._watermarks_lock:
             if self._watermarks is None:
                 self._watermarks = Consumer(dict(client_config(self.bootstrap), **{
                     "group.id": "harness-watermarks", "enable.auto.commit": False}))
-            md = self._watermarks.list_topics(stream, timeout=10).topics[stream]
-            return {p: self._watermarks.get_watermark_offsets(TopicPartition(stream, p), timeout=10)[1]
-                    for p in sorted(md.partitions)}
+            while True:
+                try:
+                    md = self._watermarks.list_topics(stream, timeout=10).topics[stream]
+                    return {p: self._watermarks.get_watermark_offsets(TopicPartition(stream, p), timeout=10)[1]
+                            for p in sorted(md.partitions)}
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
 
     def close_clients(self) -> None:
         with self._watermarks_lock:
