@@ -70,7 +70,7 @@ def new_run_dir(name: str, out: Path | None) -> Path:
 
 def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
         console: Console | None = None) -> RunOutcome:
-    scenario, path, raw = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
+    scenario, path, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
     console = console or Console()
     run_dir = new_run_dir(scenario.name, out)
     atomic.write_json(run_dir / "scenario.json", {"file": str(path), "overrides": overrides or [],
@@ -113,6 +113,10 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
             duration = scenario.producers.duration_s
             with console.progress("traffic", duration) as bar:
                 def tick():
+                    if query.child is not None and not query.child.alive():
+                        status = query.status()
+                        raise RuntimeError(f"the Spark query stopped during traffic (state {status.get('state')!r}"
+                                           f"): {str(status.get('error', ''))[:500]}")
                     live = fleet.live()
                     bar.update(min(duration, max(0.0, time.time() - start_at)),
                                f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
