@@ -32,13 +32,13 @@ class Strict(BaseModel):
 Scalar = Union[str, int, float, bool]
 
 # Spark's Kafka source options (connector/kafka-0-10-sql, KafkaSourceProvider); `kafka.*` go to the consumer.
-SPARK_KAFKA_SOURCE_OPTIONS = {
-    "assign", "subscribe", "subscribepattern", "startingoffsets", "endingoffsets", "startingoffsetsbytimestamp",
-    "endingoffsetsbytimestamp", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestampstrategy",
-    "failondataloss", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-    "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "minpartitions", "maxrecordsperpartition",
-    "groupidprefix", "includeheaders",
-}
+SPARK_KAFKA_SOURCE_OPTIONS = [
+    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
+    "groupIdPrefix", "includeHeaders"]
+_KNOWN_OPTIONS = {o.lower() for o in SPARK_KAFKA_SOURCE_OPTIONS}  # Spark reads option names case-insensitively
 
 
 def _stringify(options: dict[str, Scalar]) -> dict[str, str]:
@@ -102,20 +102,12 @@ class SparkSpec(Strict):
             low = key.lower()
             if low.startswith("kafka."):
                 continue
-            if low not in SPARK_KAFKA_SOURCE_OPTIONS:
+            if low not in _KNOWN_OPTIONS:
                 raise ValueError(f"{key!r} is not a Spark Kafka source option; allowed: kafka.<consumer setting> or "
-                                 + ", ".join(sorted(_CANONICAL_OPTIONS)))
+                                 + ", ".join(sorted(SPARK_KAFKA_SOURCE_OPTIONS)))
             if low in {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers"}:
                 raise ValueError(f"{key!r} is set by the harness from [stream] and [backend]")
         return options
-
-
-_CANONICAL_OPTIONS = [
-    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp",
-    "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
-    "groupIdPrefix", "includeHeaders"]
 
 
 class ChecksSpec(Strict):
