@@ -9,8 +9,7 @@ and the reason when the run could not finish.
 """
 from __future__ import annotations
 
-import json
-import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from harness.backends.base import Backend
 from harness.checker import Check, evaluate, load_acks, percentiles_ms, reconcile
 from harness.config import Scenario, load_scenario
 from harness.console import Console
+from harness.jsonl import read_jsonl
 from harness.paths import runs_dir
 from harness.sink import read_sink
 from harness.spark.process import SparkQueryProcess
@@ -29,7 +29,7 @@ from harness.supervisor import Supervisor
 from harness.timeline import Timeline
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate
-from reports.lag import LagSampler, lag_series, lag_summary, read_samples
+from reports.lag import LagSampler, lag_series, lag_summary
 from reports.report import batch_stats, build_report, rate_accuracy, skew_section
 
 
@@ -183,18 +183,6 @@ def _producer_job(scenario: Scenario, backend: Backend) -> dict:
     }
 
 
-def _progress(run_dir: Path) -> list[dict]:
-    rows = []
-    path = run_dir / "progress.jsonl"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue
-    return rows
-
-
 def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, state: dict,
               elapsed: float) -> dict:
     acks = load_acks(run_dir / "producers")
@@ -207,7 +195,7 @@ def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, st
                       drained=state["drained"], drain_detail=state["drain_detail"])
     if state["error"]:
         checks.insert(0, Check("completed", False, state["error"]))
-    progress = _progress(run_dir)
+    progress = read_jsonl(run_dir / "progress.jsonl")
     producers = fleet.merged_summary() if fleet else {}
     accuracy = {}
     if fleet:
@@ -221,7 +209,7 @@ def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, st
                             f"{producers['sent']} sent vs {rec.produced} rows in the ack logs"))
     duration = scenario.producers.duration_s
     batches = batch_stats(progress)
-    lag = lag_summary(lag_series(read_samples(run_dir / "lag.jsonl"), progress))
+    lag = lag_summary(lag_series(read_jsonl(run_dir / "lag.jsonl"), progress))
     verdict = "pass" if all(c.ok for c in checks) else "fail"
     return {
         "scenario": scenario.name, "backend": scenario.backend.kind, "verdict": verdict,
@@ -244,4 +232,4 @@ def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, st
 def _versions() -> dict:
     import pyspark
 
-    return {"pyspark": pyspark.__version__, "python": os.sys.version.split()[0]}
+    return {"pyspark": pyspark.__version__, "python": sys.version.split()[0]}

@@ -5,6 +5,8 @@ import json
 import time
 from pathlib import Path
 
+from harness.jsonl import read_jsonl
+
 
 class Timeline:
     def __init__(self, path: Path):
@@ -15,6 +17,4 @@ class Timeline:
             f.write(json.dumps({"t": time.time(), "event": event, **fields}, default=str) + "\n")
 
     def read(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return read_jsonl(self.path)

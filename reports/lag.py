@@ -83,15 +83,3 @@ def lag_summary(series: list[dict]) -> dict:
         return {"max": 0, "mean": 0.0, "final": 0, "samples": 0}
     values = [x["lag"] for x in series]
     return {"max": max(values), "mean": sum(values) / len(values), "final": values[-1], "samples": len(values)}
-
-
-def read_samples(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out

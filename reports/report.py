@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.jsonl import read_jsonl
+
 from producers.skew import skew_figures
 
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
@@ -134,11 +136,9 @@ def build_report(result: dict, run_dir: Path) -> str:
                   _table(["partition", "events", "bytes"],
                          [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
                           for p, n in prod["partition_events"].items()])]
-    timeline = run_dir / "timeline.jsonl"
-    if timeline.exists():
-        events = [json.loads(line) for line in timeline.read_text().splitlines() if line.strip()]
-        if events:
-            t0 = events[0]["t"]
-            parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", e["event"]]
-                                                                      for e in events])]
+    events = read_jsonl(run_dir / "timeline.jsonl")
+    if events:
+        t0 = events[0]["t"]
+        parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", e["event"]]
+                                                                  for e in events])]
     return "\n".join(parts) + "\n"

@@ -1,5 +1,4 @@
 """The real broker, real producer processes (locust + confluent-kafka) and Spark's own Kafka source, shared."""
-import json
 import time
 import uuid
 
