@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.jvm.artifacts import SetupError
 from harness.paths import SCENARIOS_DIR
 
 EXIT_BAD_INPUT = 2
@@ -144,5 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except SetupError as exc:  # Maven / Maven Central unreachable, a pom that does not resolve
+        print(f"set-up failed: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
