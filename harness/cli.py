@@ -150,3 +150,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `harness list | head`
+        sys.stderr.close()
+        return 0
