@@ -173,7 +173,7 @@ def run(job_path: Path, index: int) -> int:
     runner = env.create_local_runner()
     shared.poller = gevent.spawn(_service_loop, shared)
     gevent.sleep(max(0.0, shared.start - time.time() - 0.2))  # users up just before the first event is due
-    runner.start(int(job["users"]), spawn_rate=10_000)
+    runner.start(int(job["users"]), spawn_rate=100)  # all users within a fraction of a second
     while time.time() < shared.end:
         gevent.sleep(min(0.2, max(0.0, shared.end - time.time())))
     # Whatever the pacer still owes up to `end` is sent before users stop (a last partial batch).
