@@ -101,6 +101,9 @@ class EmulatorServer:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 10.0) -> "EmulatorServer":
+        """Idempotent: `with EmulatorServer().start() as emu` must not start a second server."""
+        if self._thread is not None:
+            return self
         self._thread = threading.Thread(target=self._run, name="eventhubs-emulator", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):
