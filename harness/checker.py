@@ -138,7 +138,7 @@ class Check:
 
 
 def evaluate(rec: Reconciliation, checks, *, target_events: float, latency: dict[str, float],
-             drained: bool, drain_detail: str, expect_send_failures: bool = False) -> list[Check]:
+             drained: bool, drain_detail: str) -> list[Check]:
     """The verdict's evidence, one named check each; `checks` is the scenario's [checks] section."""
     out = [
         Check("drained", drained, drain_detail),
@@ -149,7 +149,7 @@ def evaluate(rec: Reconciliation, checks, *, target_events: float, latency: dict
               f"{rec.duplicates} duplicate deliveries (allowed {checks.max_duplicates})"),
         Check("offsets_match", rec.misplaced == 0,
               f"{rec.misplaced} delivered events at another partition/offset than their ack said"),
-        Check("acked", rec.acked > 0 and (expect_send_failures or rec.failed == 0),
+        Check("acked", rec.acked > 0 and rec.failed == 0,
               f"{rec.acked} of {rec.produced} events acked, {rec.failed} failed"),
         Check("produce_rate", rec.produced >= checks.min_produce_ratio * target_events,
               f"{rec.produced} produced of {target_events:.0f} scheduled "

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.paths import SCENARIOS_DIR
 from producers.rates import make_rate
-from producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate
+from producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
 
 
 class ConfigError(InputError):
@@ -209,22 +209,19 @@ def _resolve_replay_paths(spec: BaseModel, base: Path) -> None:
 
 
 def format_errors(path: Path | str, exc: ValidationError, model: type[BaseModel] = Scenario) -> str:
+    """The traffic specs' rendering (producers.spec), plus what a scenario file's author needs: the keys allowed
+    where an unknown one was found, and the offending value."""
     lines = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"] if not _is_union_tag(x))
+    for err in exc.errors(include_url=False):
         if err["type"] == "extra_forbidden":
-            allowed = _allowed_fields(model, [x for x in err["loc"][:-1]])
+            allowed = _allowed_fields(model, list(err["loc"][:-1]))
             msg = "unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
         else:
-            msg = err["msg"]
+            msg = error_message(err)
             if "input" in err and not isinstance(err["input"], dict):
                 msg += f" (got {err['input']!r})"
-        lines.append(f"{path}: {loc or '<top>'}: {msg}")
+        lines.append(f"{path}: {field_path(err['loc'])}: {msg}")
     return "\n".join(lines)
-
-
-def _is_union_tag(part: Any) -> bool:
-    return isinstance(part, str) and (part.startswith("function-") or "[" in part)
 
 
 def _allowed_fields(model: type[BaseModel], loc: list[Any]) -> list[str]:

@@ -173,7 +173,7 @@ def _count_lines(path: Path) -> int:
 def _producer_job(scenario: Scenario, backend: Backend) -> dict:
     p = scenario.producers
     settings = backend.producer_settings()
-    settings.update({k: v for k, v in p.client.items()})
+    settings.update(p.client)
     return {
         "backend": backend.kind, "stream": scenario.stream.name, "partitions": scenario.stream.partitions,
         "settings": settings, "processes": p.processes, "users": p.users, "batch_size": p.batch_size,

@@ -70,9 +70,9 @@ class ProducerFleet:
                     row = json.loads(line)
                 except ValueError:  # a torn last line of a killed process
                     continue
-                m = merged.setdefault(row["t"], {"t": row["t"], "target": 0, "sent": 0, "acked": 0, "failed": 0,
+                m = merged.setdefault(row["t"], {"t": row["t"], "due": 0, "sent": 0, "acked": 0, "failed": 0,
                                                  "buffer_full": 0, "errors": {}})
-                for k in ("target", "sent", "acked", "failed", "buffer_full"):
+                for k in ("due", "sent", "acked", "failed", "buffer_full"):
                     m[k] += row[k]
                 for k, v in row["errors"].items():
                     m["errors"][k] = m["errors"].get(k, 0) + v

@@ -28,8 +28,9 @@ class AckLog:
 
     def write_rows(self, rows: list[str]) -> None:
         """Rows already formatted as `seq,partition,offset,intended_ms,ack_ms,latency_us,error`."""
-        prefix = f"{self.producer},"
-        self.f.write(prefix + prefix.join(rows))
+        if rows:
+            prefix = f"{self.producer},"
+            self.f.write(prefix + prefix.join(rows))
 
     def close(self) -> None:
         self.f.close()
@@ -52,7 +53,7 @@ def record_many(hist: HdrHistogram, values_us: list[int]) -> None:
 
 
 class SecondStats:
-    """Per-second target vs achieved, acks, failures by error class, and delivery latency in microseconds."""
+    """Per-second events due (handed out by the pacer) vs sent, acks, failures by error class, and delivery latency in microseconds."""
 
     def __init__(self, path: Path):
         self.f = open(path, "w", encoding="utf-8", buffering=1 << 16)
@@ -64,7 +65,7 @@ class SecondStats:
         self.errors_total: Counter = Counter()
 
     def _reset(self) -> None:
-        self.target = 0
+        self.due = 0
         self.sent = 0
         self.acked = 0
         self.failed = 0
@@ -82,7 +83,7 @@ class SecondStats:
             self._reset()
 
     def _emit(self) -> None:
-        row = {"t": self.second, "target": self.target, "sent": self.sent, "acked": self.acked,
+        row = {"t": self.second, "due": self.due, "sent": self.sent, "acked": self.acked,
                "failed": self.failed, "buffer_full": self.buffer_full, "errors": dict(self.errors)}
         if self.latencies:
             d = new_histogram()
@@ -96,7 +97,7 @@ class SecondStats:
 
     def on_due(self, n: int, now: float) -> None:
         self._roll(now)
-        self.target += n
+        self.due += n
 
     def on_sent(self, n: int, now: float) -> None:
         self._roll(now)

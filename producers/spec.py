@@ -416,14 +416,20 @@ class PayloadSpec(_Spec):
 # ---------------------------------------------------------------------------
 
 
-def _loc_to_path(loc: tuple) -> str:
+def field_path(loc: tuple) -> str:
+    """``('rate', 'steps', 0, 'at_s')`` -> ``rate.steps[0].at_s``; pydantic's validator wrappers are dropped."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
+        elif not str(part).startswith("function-"):
             out += ("." if out else "") + str(part)
     return out or "<root>"
+
+
+def error_message(e: dict) -> str:
+    msg = e.get("msg", "invalid")
+    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
 
 
 def format_validation_error(err: ValidationError, file: str | Path | None = None, prefix: str = "") -> list[str]:
@@ -438,12 +444,10 @@ def format_validation_error(err: ValidationError, file: str | Path | None = None
         loc = tuple(e.get("loc", ()))
         if prefix:
             path = prefix.rstrip(".") + ("" if not loc or isinstance(loc[0], int) else ".") + (
-                _loc_to_path(loc) if loc else ""
+                field_path(loc) if loc else ""
             )
         else:
-            path = _loc_to_path(loc)
-        msg = e.get("msg", "invalid")
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
+            path = field_path(loc)
+        msg = error_message(e)
         lines.append(f"{file}: {path}: {msg}" if file is not None else f"{path}: {msg}")
     return lines
