@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.faults import options_union
 from harness.paths import SCENARIOS_DIR
 from producers.rates import make_rate
 from producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
@@ -85,7 +86,9 @@ class TriggerSpec(Strict):
 
 class SparkSpec(Strict):
     master: str = Field("local[2]", pattern=r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\])$")
-    query: Literal["passthrough"] = "passthrough"
+    query: str = Field("passthrough", pattern=r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
+                       description="passthrough | windowed_count | dedup | module:function (harness.queries)")
+    query_params: dict[str, Scalar] = Field(default_factory=dict, description="handed to the query function")
     sink: Literal["parquet"] = "parquet"
     output_mode: Literal["append"] = "append"
     trigger: TriggerSpec = Field(default_factory=TriggerSpec)
@@ -116,6 +119,7 @@ class ChecksSpec(Strict):
     require_order: bool = Field(True, description="per producer and partition, offsets follow send order")
     latency_p99_ms: float | None = Field(None, gt=0, description="fail when end-to-end p99 exceeds this")
     min_produce_ratio: float = Field(0.95, ge=0, le=1, description="achieved / target events at least this")
+    max_pacer_skipped: int = Field(0, ge=0, description="scheduled events the pacer may skip (producer behind)")
 
 
 class Scenario(Strict):
@@ -127,6 +131,25 @@ class Scenario(Strict):
     producers: ProducersSpec
     spark: SparkSpec = Field(default_factory=SparkSpec)
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
+    faults: list[options_union()] = Field(default_factory=list, description="[[faults]]: harness.faults")  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _faults_fit(self):
+        from harness.faults import fault_for
+
+        for i, options in enumerate(self.faults):
+            problem = fault_for(options).check(self)
+            if problem:
+                raise ValueError(f"faults.{i} ({options.kind}): {problem}")
+        return self
+
+    @property
+    def fail_on_data_loss(self) -> bool:
+        """Spark's default is true; the option is read case-insensitively like Spark does."""
+        for key, value in self.spark.source_options.items():
+            if key.lower() == "failondataloss":
+                return str(value).lower() == "true"
+        return True
 
     def source_options(self) -> dict[str, str]:
         return _stringify(self.spark.source_options)

@@ -1,15 +1,17 @@
-"""The one pipeline every scenario runs through.
+"""The one pipeline every scenario runs through, in phases over one run context.
 
-backend up -> stream created -> query under test started (first batch done) -> producers on one schedule ->
-end offsets taken -> query drains and stops -> everything stopped -> checker -> result.json + report.md.
+start the backend -> start the query under test (first batch done) -> traffic, with the nemesis running the
+fault schedule and the query supervised (killed on purpose: restarted from its checkpoint) -> the rest of the
+schedule, then every fault healed -> end offsets taken, the query drains and stops (once / availableNow: the
+query starts only now and catches up) -> everything stopped -> the verdict -> result.json + report.md.
 
-The run directory is the contract other tools read. Whatever happens (a failure, Ctrl-C, SIGTERM), everything
-started is stopped and what was recorded is kept; result.json is written atomically, with the verdict `fail`
-and the reason when the run could not finish.
+A new fault never adds a branch here: faults act through the context (harness.context) and declare their
+effects, which the verdict (harness.verdict) reads from faults.jsonl. The run directory is the contract other
+tools read. Whatever happens (a failure, Ctrl-C, SIGTERM), everything started is stopped, every fault is
+healed, what was recorded is kept, and result.json is written atomically.
 """
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,19 +20,21 @@ from pathlib import Path
 
 from harness import atomic
 from harness.backends.base import Backend
-from harness.checker import Check, evaluate, load_acks, percentiles_ms, reconcile
 from harness.config import Scenario, load_scenario
 from harness.console import Console
-from harness.jsonl import read_jsonl
+from harness.context import RunContext
+from harness.faults.base import Effect
+from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
-from harness.sink import read_sink
 from harness.spark.process import SparkQueryProcess
 from harness.supervisor import Supervisor
 from harness.timeline import Timeline
+from harness.verdict import judge
 from producers.fleet import ProducerFleet
-from producers.rates import make_rate
-from reports.lag import LagSampler, lag_series, lag_summary
-from reports.report import batch_stats, build_report, rate_accuracy, skew_section
+from reports.lag import LagSampler
+from reports.report import build_report
+
+CATCH_UP_TRIGGERS = ("once", "availableNow")  # these read what is there and stop: traffic goes first
 
 
 @dataclass
@@ -76,90 +80,175 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
     atomic.write_json(run_dir / "scenario.json", {"file": str(path), "overrides": overrides or [],
                                                   "resolved": scenario.model_dump(mode="json")})
     console.info(f"run directory: {run_dir}")
-    timeline = Timeline(run_dir / "timeline.jsonl")
-    run_id = uuid.uuid4().hex
     t0 = time.time()
-    state = {"drained": False, "drain_detail": "not reached", "error": None, "interrupted": False,
-             "query_exit": None, "backend": {}, "end_offsets": {}}
-    fleet: ProducerFleet | None = None
-    sampler: LagSampler | None = None
-    backend = make_backend(scenario)
-    with Supervisor(run_id) as sup:
+    with Supervisor(uuid.uuid4().hex) as sup:
+        ctx = RunContext(scenario, run_dir, sup, Timeline(run_dir / "timeline.jsonl"), make_backend(scenario),
+                         console, state={"drained": False, "drain_detail": "not reached", "error": None,
+                                         "interrupted": False, "backend": {}, "end_offsets": {}})
         try:
-            with console.step("starting Kafka" if backend.kind == "kafka" else "starting the backend"):
-                backend.start(run_dir, sup)
-                backend.create_stream(scenario.stream.name, scenario.stream.partitions,
-                                      {k: str(v) for k, v in scenario.stream.config.items()})
-            state["backend"] = backend.describe()
-            timeline.add("backend_ready", **state["backend"])
-
-            fmt, options = backend.spark_source(scenario.stream.name, scenario.source_options())
-            query = SparkQueryProcess(
-                run_dir, sup, backend=backend.kind, fmt=fmt, options=options, master=scenario.spark.master,
-                conf=scenario.spark_conf(), trigger=scenario.spark.trigger.model_dump(),
-                sink=scenario.spark.sink, output_mode=scenario.spark.output_mode,
-                driver_memory=scenario.spark.driver_memory)
-            with console.step(f"starting the Spark query ({scenario.spark.master})"):
-                query.start()
-                query.wait_started(scenario.spark.start_timeout_s)
-            timeline.add("query_started")
-
-            sampler = LagSampler(run_dir / "lag.jsonl", lambda: backend.end_offsets(scenario.stream.name))
-            sampler.start()
-            fleet = ProducerFleet(run_dir / "producers", sup, _producer_job(scenario, backend))
-            start_at = time.time() + 1.5
-            fleet.start(start_at)
-            timeline.add("traffic_start", at=start_at)
-            duration = scenario.producers.duration_s
-            with console.progress("traffic", duration) as bar:
-                def tick():
-                    if query.child is not None and not query.child.alive():
-                        status = query.status()
-                        raise RuntimeError(f"the Spark query stopped during traffic (state {status.get('state')!r}"
-                                           f"): {str(status.get('error', ''))[:500]}")
-                    live = fleet.live()
-                    bar.update(min(duration, max(0.0, time.time() - start_at)),
-                               f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
-                               f"batches {_count_lines(run_dir / 'progress.jsonl')}")
-                fleet.wait(duration + 120.0, tick)
-            timeline.add("traffic_end")
-            if fleet.failures():
-                raise RuntimeError("; ".join(fleet.failures()))
-
-            ends = backend.end_offsets(scenario.stream.name)
-            state["end_offsets"] = ends
-            with console.step("draining the query"):
-                query.drain({scenario.stream.name: {str(p): o for p, o in ends.items()}},
-                            scenario.spark.drain_timeout_s)
-                code = query.wait_exit(scenario.spark.drain_timeout_s + 60)
-            state["query_exit"] = code
-            status = query.status()
-            state["drained"] = code == 0 and status.get("state") == "drained"
-            state["drain_detail"] = (f"query reached end offsets {ends}" if state["drained"] else
-                                     f"query state {status.get('state')!r}, exit {code}: "
-                                     f"{str(status.get('error', ''))[:500]}")
-            timeline.add("query_stopped", state=status.get("state"), exit=code)
+            for phase in (start_backend, start_query, run_traffic, settle_faults, drain):
+                phase(ctx)
         except KeyboardInterrupt:
-            state["interrupted"] = True
-            state["error"] = "interrupted (Ctrl-C / SIGTERM): processes stopped, partial results kept"
-            timeline.add("interrupted")
-            console.warn(state["error"])
+            ctx.state["interrupted"] = True
+            ctx.state["error"] = "interrupted (Ctrl-C / SIGTERM): processes stopped, partial results kept"
+            ctx.timeline.add("interrupted")
+            console.warn(ctx.state["error"])
         except Exception as exc:  # a failed run still gets its result.json with the reason
-            state["error"] = f"{type(exc).__name__}: {exc}"
-            timeline.add("error", error=state["error"])
-            console.warn(state["error"])
+            ctx.state["error"] = f"{type(exc).__name__}: {exc}"
+            ctx.timeline.add("error", error=ctx.state["error"])
+            console.warn(ctx.state["error"])
         finally:
-            if sampler is not None:
-                sampler.stop()
-            with console.step("stopping everything"):
-                sup.stop_all()
-                backend.stop()
-    result = _evaluate(scenario, run_dir, fleet, state, time.time() - t0)
+            stop_everything(ctx)
+    ctx.state["elapsed_s"] = time.time() - t0
+    ctx.state["ended_at"] = time.time()
+    atomic.write_json(run_dir / "run_state.json", ctx.state)
+    result = judge(scenario, run_dir, ctx.state).as_dict()
     atomic.write_json(run_dir / "result.json", result)
     atomic.write_text(run_dir / "report.md", build_report(result, run_dir))
     console.summary(result, run_dir)
-    code = 130 if state["interrupted"] else (0 if result["verdict"] == "pass" else 1)
+    code = 130 if ctx.state["interrupted"] else (0 if result["verdict"] == "pass" else 1)
     return RunOutcome(run_dir, result, code)
+
+
+# -- phases ------------------------------------------------------------------------------------------------------
+def start_backend(ctx: RunContext) -> None:
+    s = ctx.scenario
+    with ctx.console.step("starting Kafka" if ctx.backend.kind == "kafka" else "starting the backend"):
+        ctx.backend.start(ctx.run_dir, ctx.supervisor)
+        ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})
+    ctx.state["backend"] = ctx.backend.describe()
+    ctx.timeline.add("backend_ready", **ctx.state["backend"])
+
+
+def start_query(ctx: RunContext) -> None:
+    s = ctx.scenario
+    fmt, options = ctx.backend.spark_source(s.stream.name, s.source_options())
+    ctx.query = SparkQueryProcess(
+        ctx.run_dir, ctx.supervisor, backend=ctx.backend.kind, fmt=fmt, options=options, master=s.spark.master,
+        conf=s.spark_conf(), trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
+        output_mode=s.spark.output_mode, driver_memory=s.spark.driver_memory, query=s.spark.query,
+        query_params=s.spark.query_params)
+    if s.spark.trigger.kind in CATCH_UP_TRIGGERS:
+        return  # started by the drain, after the traffic
+    with ctx.console.step(f"starting the Spark query ({s.spark.master})"):
+        ctx.query.start()
+        ctx.query.wait_started(s.spark.start_timeout_s)
+    ctx.timeline.add("query_started")
+
+
+def run_traffic(ctx: RunContext) -> None:
+    s = ctx.scenario
+    ctx.state["lag_sampler"] = sampler = LagSampler(ctx.run_dir / "lag.jsonl",
+                                                     lambda: ctx.backend.end_offsets(s.stream.name))
+    sampler.start()
+    fleet = ctx.state["fleet"] = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(s, ctx.backend))
+    ctx.traffic_start = time.time() + 1.5
+    fleet.start(ctx.traffic_start)
+    ctx.timeline.add("traffic_start", at=ctx.traffic_start)
+    if s.faults:
+        ctx.state["nemesis"] = nemesis = Nemesis(ctx, list(s.faults), s.seed, s.producers.duration_s)
+        nemesis.start()
+    duration = s.producers.duration_s
+    with ctx.console.progress("traffic", duration) as bar:
+        def tick():
+            _supervise_query(ctx)
+            live = fleet.live()
+            bar.update(min(duration, max(0.0, time.time() - ctx.traffic_start)),
+                       f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
+                       f"batches {_count_lines(ctx.run_dir / 'progress.jsonl')}")
+        fleet.wait(duration + 120.0, tick)
+    ctx.timeline.add("traffic_end")
+    if fleet.failures():
+        raise RuntimeError("; ".join(fleet.failures()))
+
+
+def settle_faults(ctx: RunContext) -> None:
+    """The rest of the fault schedule (some faults are timed after the traffic), then everything healed, then
+    the query running again (a kill near the end restarts it) unless it stopped as a fault declared."""
+    nemesis: Nemesis | None = ctx.state.get("nemesis")
+    if nemesis is not None:
+        deadline = ctx.traffic_start + nemesis.end_s + 120.0
+        while nemesis.is_alive() and time.time() < deadline:
+            _supervise_query(ctx)
+            time.sleep(0.25)
+        nemesis.finish(timeout=1.0)
+        ctx.state["fault_errors"] = list(nemesis.errors)
+    if ctx.query is None or ctx.query.child is None or ctx.state.get("failed_as_declared"):
+        return
+    deadline = time.monotonic() + ctx.scenario.spark.start_timeout_s
+    while _supervise_query(ctx) == "restarting":
+        if time.monotonic() > deadline:
+            raise TimeoutError("the restarted Spark query did not come back")
+        time.sleep(0.25)
+
+
+def drain(ctx: RunContext) -> None:
+    s, query = ctx.scenario, ctx.query
+    assert query is not None
+    if ctx.state.get("failed_as_declared"):
+        ctx.state["drain_detail"] = "not drained: the query stopped with the failure a fault declared"
+        return
+    ends = ctx.backend.end_offsets(s.stream.name)
+    ctx.state["end_offsets"] = ends
+    target = {s.stream.name: {str(p): o for p, o in ends.items()}}
+    catch_up = s.spark.trigger.kind in CATCH_UP_TRIGGERS
+    with ctx.console.step("the query catching up" if catch_up else "draining the query"):
+        query.drain(target, s.spark.drain_timeout_s)
+        if catch_up:
+            query.start(keep_drain=True)
+            ctx.timeline.add("query_started")
+        code = query.wait_exit(s.spark.drain_timeout_s + (s.spark.start_timeout_s if catch_up else 60))
+    status = query.status()
+    ctx.state["drained"] = code == 0 and status.get("state") == "drained"
+    ctx.state["drain_detail"] = (f"query reached end offsets {ends}" if ctx.state["drained"] else
+                                 f"query state {status.get('state')!r}, exit {code}: "
+                                 f"{str(status.get('error', ''))[:500]}")
+    if status.get("state") == "failed" and _declared_failure(ctx, status.get("error") or ""):
+        ctx.state["failed_as_declared"] = True
+    ctx.timeline.add("query_stopped", state=status.get("state"), exit=code)
+
+
+def stop_everything(ctx: RunContext) -> None:
+    nemesis: Nemesis | None = ctx.state.pop("nemesis", None)
+    if nemesis is not None:
+        nemesis.stop()  # heals whatever is still injected, also after an error or Ctrl-C
+        ctx.state["fault_errors"] = list(nemesis.errors)
+    sampler = ctx.state.pop("lag_sampler", None)
+    if sampler is not None:
+        sampler.stop()
+    ctx.state.pop("fleet", None)
+    with ctx.console.step("stopping everything"):
+        ctx.supervisor.stop_all()
+        ctx.backend.stop()
+    if ctx.query is not None:
+        status = ctx.query.status()
+        ctx.state["query"] = {"state": status.get("state"), "error": status.get("error"),
+                              "exit_code": ctx.query.child.proc.returncode if ctx.query.child else None,
+                              "kills": ctx.query.kills, "restarts": ctx.query.restarts}
+
+
+# -- helpers -----------------------------------------------------------------------------------------------------
+def _supervise_query(ctx: RunContext) -> str:
+    """The production supervisor's job: restart a query a fault killed; a query that failed on its own ends the
+    run, unless a fault declared exactly that failure (then the run goes on without it)."""
+    query = ctx.query
+    if query is None or query.child is None or ctx.state.get("failed_as_declared"):
+        return "absent"
+    state = query.watch(ctx.timeline)
+    if state in ("failed", "finished", "exited"):
+        status = query.status()
+        if state == "failed" and _declared_failure(ctx, status.get("error") or ""):
+            ctx.state["failed_as_declared"] = True
+            ctx.timeline.add("query_failed_as_declared", error=str(status.get("error"))[:300])
+            return state
+        raise RuntimeError(f"the Spark query stopped during the run (state {status.get('state')!r}): "
+                           f"{str(status.get('error', ''))[:500]}")
+    return state
+
+
+def _declared_failure(ctx: RunContext, error: str) -> bool:
+    declared = {Effect.from_dict(f.get("effect") or {}).failure for f in recorded_faults(ctx.run_dir)}
+    return any(cls and cls in error for cls in declared)
 
 
 def _count_lines(path: Path) -> int:
@@ -181,55 +270,3 @@ def _producer_job(scenario: Scenario, backend: Backend) -> dict:
         "rate": p.rate.model_dump(mode="json"), "keys": p.keys.model_dump(mode="json"),
         "payload": p.payload.model_dump(mode="json"),
     }
-
-
-def _evaluate(scenario: Scenario, run_dir: Path, fleet: ProducerFleet | None, state: dict,
-              elapsed: float) -> dict:
-    acks = load_acks(run_dir / "producers")
-    sink = read_sink(run_dir / "sink")
-    rec = reconcile(acks, sink)
-    latency = percentiles_ms(rec.latency_ms)
-    rate = make_rate(scenario.producers.rate)
-    target = rate.cumulative(scenario.producers.duration_s)  # events scheduled
-    checks = evaluate(rec, scenario.checks, target_events=target, latency=latency,
-                      drained=state["drained"], drain_detail=state["drain_detail"])
-    if state["error"]:
-        checks.insert(0, Check("completed", False, state["error"]))
-    progress = read_jsonl(run_dir / "progress.jsonl")
-    producers = fleet.merged_summary() if fleet else {}
-    accuracy = {}
-    if fleet:
-        per_second = fleet.per_second()
-        accuracy = rate_accuracy(per_second, rate, fleet.job.get("start_at", 0.0), scenario.producers.duration_s,
-                                 rec.produced)
-        atomic.write_json(run_dir / "producers" / "per_second.json", per_second)
-        checks.append(Check("producers_reported", producers["reported"] == producers["processes"]
-                            and producers["sent"] == rec.produced,
-                            f"{producers['reported']}/{producers['processes']} producer summaries; "
-                            f"{producers['sent']} sent vs {rec.produced} rows in the ack logs"))
-    duration = scenario.producers.duration_s
-    batches = batch_stats(progress)
-    lag = lag_summary(lag_series(read_jsonl(run_dir / "lag.jsonl"), progress))
-    verdict = "pass" if all(c.ok for c in checks) else "fail"
-    return {
-        "scenario": scenario.name, "backend": scenario.backend.kind, "verdict": verdict,
-        "checks": [c.as_dict() for c in checks],
-        "counts": rec.counts(),
-        "throughput": {"produce_eps": rec.acked / duration if duration else 0.0,
-                       "process_rps": batches["process_rps"], "target_eps": target / duration if duration else 0.0},
-        "latency_ms": latency,
-        "publish_delay_ms": percentiles_ms(rec.publish_delay_ms),
-        "batches": batches["count"], "batch_stats": batches, "lag_events": lag,
-        "duration_s": round(elapsed, 3),
-        "traffic_s": duration,
-        "producers": {**producers, **skew_section(producers), **accuracy},
-        "backend_info": state["backend"], "end_offsets": {str(k): v for k, v in state["end_offsets"].items()},
-        "query_exit": state["query_exit"], "run_dir": str(run_dir),
-        "versions": _versions(),
-    }
-
-
-def _versions() -> dict:
-    import pyspark
-
-    return {"pyspark": pyspark.__version__, "python": sys.version.split()[0]}

@@ -48,16 +48,17 @@ def _local(path: str) -> str:
     return unquote(parsed.path) if parsed.scheme in ("file", "") else path
 
 
-def read_sink(sink: Path) -> pd.DataFrame:
-    """Every row the sink holds, with the batch id and commit time (ms) of the batch that wrote it."""
+def read_sink(sink: Path, columns: list[str] | None = SINK_COLUMNS) -> pd.DataFrame:
+    """Every row the sink holds (`columns`, or all with None), with the batch id and commit time (ms) of the
+    batch that wrote it."""
     frames = []
     for batch_id, commit_ms, files in batch_log(sink):
         for path in files:
-            table = pq.read_table(_local(path), columns=SINK_COLUMNS)
+            table = pq.read_table(_local(path), columns=columns)
             df = table.to_pandas()
             df["batch_id"] = batch_id
             df["commit_ms"] = commit_ms
             frames.append(df)
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in SINK_COLUMNS + ["batch_id", "commit_ms"]})
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in (columns or []) + ["batch_id", "commit_ms"]})
     return pd.concat(frames, ignore_index=True)

@@ -11,17 +11,27 @@ from producers.records import histogram_summary, merge_histograms, merge_partiti
 
 
 class ProducerFleet:
-    def __init__(self, out_dir: Path, supervisor: Supervisor, job: dict):
+    def __init__(self, out_dir: Path, supervisor: Supervisor | None, job: dict):
         self.out_dir = out_dir
         self.supervisor = supervisor
         self.job = dict(job, out_dir=str(out_dir))
         self.children: list[Child] = []
         out_dir.mkdir(parents=True, exist_ok=True)
 
+    @classmethod
+    def read(cls, out_dir: Path) -> "ProducerFleet | None":
+        """The record a finished fleet left in its directory (job.json and what the processes wrote), for the
+        checker; None when the producers never started."""
+        job = out_dir / "job.json"
+        if not job.exists():
+            return None
+        return cls(out_dir, None, json.loads(job.read_text()))
+
     def start(self, start_at: float) -> None:
         self.job["start_at"] = start_at
         job_path = self.out_dir / "job.json"
         job_path.write_text(json.dumps(self.job, indent=2))
+        assert self.supervisor is not None
         for i in range(int(self.job["processes"])):
             self.children.append(self.supervisor.spawn(
                 f"producer-{i}", [sys.executable, "-m", "producers.process", str(job_path), str(i)],

@@ -1,9 +1,16 @@
-"""The runner's handle on the query-under-test process: write its job, start it, drain it, stop or kill it."""
+"""The runner's handle on the query-under-test process: write its job, start it, drain it, stop or kill it.
+
+It is also the query's production supervisor: a process killed on purpose (a fault) is started again from the
+same checkpoint by `watch()`, which the runner calls while traffic flows; a process that died on its own is a
+failure, reported with the error the query recorded.
+"""
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,7 +36,8 @@ BASE_CONF = {
 class SparkQueryProcess:
     def __init__(self, run_dir: Path, supervisor: Supervisor, *, backend: str, fmt: str, options: dict[str, str],
                  master: str, conf: dict[str, str], trigger: dict, sink: str = "parquet",
-                 output_mode: str = "append", driver_memory: str = "1g", query_name: str = "query_under_test"):
+                 output_mode: str = "append", driver_memory: str = "1g", query_name: str = "query_under_test",
+                 query: str = "passthrough", query_params: dict | None = None):
         self.run_dir = run_dir
         self.supervisor = supervisor
         self.spark_dir = run_dir / "spark"
@@ -49,9 +57,13 @@ class SparkQueryProcess:
             "run_dir": str(run_dir), "backend": backend, "format": fmt, "options": options, "master": master,
             "conf": full_conf, "trigger": trigger, "sink": sink, "output_mode": output_mode,
             "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
-            "app_name": f"harness-{run_dir.name}",
+            "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
         }
         self.child: Child | None = None
+        self.kills = 0
+        self.restarts = 0
+        self._killed = False  # the current process was killed on purpose: restart it
+        self._lock = threading.Lock()
 
     @property
     def status_path(self) -> Path:
@@ -63,10 +75,11 @@ class SparkQueryProcess:
         except (OSError, ValueError):
             return {}
 
-    def start(self) -> None:
+    def start(self, keep_drain: bool = False) -> None:
+        """`keep_drain`: a drain target written before the start stays (once/availableNow run after traffic)."""
         job_path = self.spark_dir / "job.json"
         job_path.write_text(json.dumps(self.job, indent=2))
-        for stale in ("drain.json", "stop"):
+        for stale in ("stop",) if keep_drain else ("drain.json", "stop"):
             (self.control / stale).unlink(missing_ok=True)
         self.status_path.unlink(missing_ok=True)
         env = dict(os.environ)
@@ -106,8 +119,32 @@ class SparkQueryProcess:
         if self.child is None:
             return None
         if hard:
-            import signal
-
             self.child.stop_signal = signal.SIGKILL
         code = self.supervisor.stop(self.child, timeout=30)
         return code
+
+    # -- supervision ------------------------------------------------------------------------------------------
+    def kill(self) -> int | None:
+        """SIGKILL the driver (its whole process group: executors and Python workers too); `watch` restarts it."""
+        with self._lock:
+            self._killed = True
+            self.kills += 1
+            return self.stop(hard=True)
+
+    def watch(self, timeline=None) -> str:
+        """'running' | 'restarting' (started again after a kill, not yet running its query) | 'failed' |
+        'finished' (once/availableNow ended on their own) | 'exited' (ended otherwise)."""
+        with self._lock:
+            if self.child is None:
+                return "exited"
+            if not self.child.alive():
+                if self._killed:
+                    self._killed = False
+                    self.restarts += 1
+                    self.start()
+                    if timeline is not None:
+                        timeline.add("query_restarted", n=self.restarts)
+                    return "restarting"
+                state = self.status().get("state")
+                return {"failed": "failed", "finished": "finished", "drained": "finished"}.get(state, "exited")
+            return "running" if self.status().get("state") == "started" else "restarting"

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.spark.checkpoint import committed
+
 EXIT_DRAINED, EXIT_DRAIN_TIMEOUT, EXIT_QUERY_FAILED = 0, 3, 4
 
 
@@ -32,28 +34,10 @@ def build_session(job: dict):
     return builder.getOrCreate()
 
 
-def project(df, backend: str):
-    """The default query: parse the harness's event payload and keep what the checker needs."""
-    from pyspark.sql import functions as F
-
-    parsed = F.from_json(F.col("value").cast("string"), "p INT, s LONG, t DOUBLE")
-    if backend == "kafka":
-        return df.select(
-            parsed.alias("e"), F.col("partition"), F.col("offset"), F.col("timestamp"),
-            F.length("value").alias("bytes"),
-        ).select(
-            F.col("e.p").alias("producer"), F.col("e.s").alias("seq"), F.col("e.t").alias("intended_ms"),
-            "partition", "offset", (F.col("timestamp").cast("double") * 1000).alias("broker_ms"), "bytes",
-            (F.unix_micros(F.current_timestamp()) / 1000).alias("batch_ms"),
-        )
-    raise ValueError(f"unknown backend {backend!r}")
-
-
-def _reached(progress: dict | None, targets: dict[str, dict[str, int]]) -> bool:
-    if not progress:
-        return False
+def end_offsets(progress: dict | None) -> dict[str, dict[str, int]]:
+    """{stream: {partition: offset}} a progress record's sources ended at."""
     ends: dict[str, dict[str, int]] = {}
-    for source in progress.get("sources", []):
+    for source in (progress or {}).get("sources", []):
         end = source.get("endOffset")
         if isinstance(end, str):
             try:
@@ -64,6 +48,10 @@ def _reached(progress: dict | None, targets: dict[str, dict[str, int]]) -> bool:
             for stream, parts in end.items():
                 if isinstance(parts, dict):
                     ends.setdefault(stream, {}).update({str(k): int(v) for k, v in parts.items()})
+    return ends
+
+
+def reached(ends: dict[str, dict[str, int]], targets: dict[str, dict[str, int]]) -> bool:
     return all(ends.get(stream, {}).get(str(p), -1) >= int(off)
                for stream, parts in targets.items() for p, off in parts.items())
 
@@ -84,6 +72,9 @@ def run(job_path: Path) -> int:
         def __init__(self):
             self.out = open(progress_path, "a", encoding="utf-8")
             self.last_batch = -1
+            # the furthest each partition's batches got, starting where the checkpoint's last commit ended (a
+            # restarted query may have nothing left to read)
+            self.ends: dict[str, dict[str, int]] = committed(Path(job["checkpoint"]))
 
         def caught_up(self, progress: dict | None) -> bool:
             """Listener events are asynchronous: stop only once the last batch's progress is on disk."""
@@ -96,6 +87,10 @@ def run(job_path: Path) -> int:
             self.out.write(event.progress.json.replace("\n", " ") + "\n")
             self.out.flush()
             self.last_batch = max(self.last_batch, event.progress.batchId)
+            for stream, parts in end_offsets(json.loads(event.progress.json)).items():
+                mine = self.ends.setdefault(stream, {})
+                for p, off in parts.items():
+                    mine[p] = max(mine.get(p, -1), off)
 
         def onQueryIdle(self, event):
             pass
@@ -113,8 +108,11 @@ def run(job_path: Path) -> int:
 
 
 def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
+    from harness.queries import resolve
+    from harness.spark.events import to_events
+
     df = spark.readStream.format(job["format"]).options(**job["options"]).load()
-    out = project(df, job["backend"])
+    out = resolve(job["query"]).function(to_events(df, job["backend"]), dict(job.get("query_params") or {}))
     writer = (out.writeStream.format(job["sink"]).outputMode(job["output_mode"]).queryName(job["query_name"])
               .option("checkpointLocation", job["checkpoint"]).option("path", job["sink_path"]))
     trigger = job["trigger"]
@@ -128,11 +126,18 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
     _write_status(status, state="started", id=str(query.id), run_id=str(query.runId), pid=os.getpid())
 
     drain_deadline = None
+    drain = control / "drain.json"
     while True:
         if query.exception() is not None or not query.isActive:
             exc = query.exception()
-            if exc is None:  # once / availableNow finished on their own
-                _write_status(status, state="finished", id=str(query.id))
+            if exc is None:  # once / availableNow finished on their own: did they read up to the target?
+                for _ in range(40):  # the listener is asynchronous: let the last progress arrive
+                    if recorder.caught_up(query.lastProgress):
+                        break
+                    time.sleep(0.25)
+                target = json.loads(drain.read_text())["end_offsets"] if drain.exists() else {}
+                state = "drained" if reached(recorder.ends, target) else "finished"
+                _write_status(status, state=state, id=str(query.id), ends=recorder.ends)
                 return EXIT_DRAINED
             _write_status(status, state="failed", error=str(exc)[:20000])
             return EXIT_QUERY_FAILED
@@ -140,13 +145,12 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
             query.stop()
             _write_status(status, state="stopped")
             return EXIT_DRAINED
-        drain = control / "drain.json"
         if drain.exists():
             spec = json.loads(drain.read_text())
             if drain_deadline is None:
                 drain_deadline = time.monotonic() + float(spec["timeout_s"])
             last = query.lastProgress
-            if _reached(last, spec["end_offsets"]) and recorder.caught_up(last):
+            if reached(recorder.ends, spec["end_offsets"]) and recorder.caught_up(last):
                 query.stop()
                 _write_status(status, state="drained")
                 return EXIT_DRAINED

@@ -8,7 +8,8 @@ from confluent_kafka import Consumer
 from harness.backends.kafka.admin import client_config
 from harness.checker import load_acks
 from harness.partitioning import kafka_partition_for_key
-from harness.spark.query import project
+from harness.queries import resolve
+from harness.spark.events import to_events
 from producers.fleet import ProducerFleet
 
 pytestmark = pytest.mark.integration
@@ -71,7 +72,7 @@ def test_spark_kafka_source_reads_and_parses_the_events(produced, kafka, spark):
     topic, out, _ = produced
     df = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
           .option("subscribe", topic).option("startingOffsets", "earliest").load())
-    rows = project(df, "kafka").select("producer", "seq", "partition", "offset", "intended_ms").collect()
+    rows = resolve("passthrough").function(to_events(df, "kafka"), {}).select("producer", "seq", "partition", "offset", "intended_ms").collect()
     assert len(rows) == 6000
     acks = load_acks(out).set_index(["producer", "seq"])
     for r in rows[:500]:

@@ -3,8 +3,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.checker import evaluate, percentiles_ms, reconcile
+from harness.checker import Expectations, evaluate, percentiles_ms, reconcile
 from harness.config import ChecksSpec
+from harness.faults import LossRange
 
 
 def acks(rows):
@@ -49,8 +50,7 @@ def test_loss_duplicates_and_failed_sends_are_separated():
 def test_expected_loss_is_not_lost():
     a = acks([ok(0, i, 0, i) for i in range(5)])
     s = sink([row(0, i, 0, i) for i in (0, 1, 4)])
-    gone = pd.DataFrame({"partition": [0, 0], "offset": [2, 3]})
-    r = reconcile(a, s, expected_loss=gone)
+    r = reconcile(a, s, Expectations(loss=[LossRange(0, 2, 4)]))
     assert r.lost == 0 and r.expected_lost == 2 and r.delivered_unique == 3
 
 

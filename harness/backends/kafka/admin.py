@@ -119,6 +119,21 @@ class KafkaBackendBase(Backend):
                         raise
                     time.sleep(0.5)
 
+    def start_offsets(self, stream: str) -> dict[int, int]:
+        """Per partition, the log start offset (the first record still on the broker)."""
+        from confluent_kafka.admin import OffsetSpec
+
+        md = self.admin().list_topics(stream, timeout=10).topics[stream]
+        request = {TopicPartition(stream, p): OffsetSpec.earliest() for p in sorted(md.partitions)}
+        futures = self.admin().list_offsets(request, request_timeout=30)
+        return {tp.partition: fut.result().offset for tp, fut in futures.items()}
+
+    def delete_records(self, stream: str, before: dict[int, int]) -> dict[int, int]:
+        """Kafka's DeleteRecords: remove every record below `before[p]`; returns the new log start offsets."""
+        request = [TopicPartition(stream, p, off) for p, off in sorted(before.items())]
+        futures = self.admin().delete_records(request, request_timeout=30, operation_timeout=30)
+        return {tp.partition: fut.result().low_watermark for tp, fut in futures.items()}
+
     def close_clients(self) -> None:
         with self._watermarks_lock:
             if self._watermarks is not None:

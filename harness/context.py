@@ -1,0 +1,67 @@
+"""What a run is made of while it runs, handed to every phase of the runner and to every fault.
+
+Faults act on the system only through this: the backend (brokers, topics), the query process (kill it: the
+runner restarts it from the same checkpoint, as a production supervisor would), the checkpoint's logs, the
+timeline. Anything a fault needs to know about the query's position it reads here, at the moment of the fault.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.backends.base import Backend
+from harness.config import Scenario
+from harness.console import Console
+from harness.spark import checkpoint as ckpt
+from harness.supervisor import Supervisor
+from harness.timeline import Timeline
+
+if TYPE_CHECKING:
+    from harness.spark.process import SparkQueryProcess
+
+
+@dataclass
+class RunContext:
+    scenario: Scenario
+    run_dir: Path
+    supervisor: Supervisor
+    timeline: Timeline
+    backend: Backend
+    console: Console
+    query: "SparkQueryProcess | None" = None
+    traffic_start: float | None = None
+    state: dict[str, Any] = field(default_factory=dict)  # what the phases found out, for the verdict
+
+    @property
+    def stream(self) -> str:
+        return self.scenario.stream.name
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.run_dir / "checkpoint"
+
+    def offset_log(self) -> list[int]:
+        return ckpt.batch_ids(self.checkpoint / "offsets")
+
+    def commit_log(self) -> list[int]:
+        return ckpt.batch_ids(self.checkpoint / "commits")
+
+    def committed_offsets(self) -> dict[int, int]:
+        """Per partition, where the query's last committed batch ended ({} before the first commit)."""
+        return {int(p): o for p, o in ckpt.committed(self.checkpoint).get(self.stream, {}).items()}
+
+    def planned_offsets(self) -> dict[int, int]:
+        """Per partition, where the last planned batch (offset log, committed or not) ends."""
+        return {int(p): o for p, o in ckpt.planned(self.checkpoint).get(self.stream, {}).items()}
+
+    def wait_for(self, predicate, timeout: float, what: str, interval: float = 0.05):
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(interval)

@@ -1,0 +1,114 @@
+"""What a fault is: one small unit with inject, heal and a declared effect (Jepsen's nemesis package).
+
+A fault's options are a strict pydantic model (so a scenario's `[[faults]]` table is validated like the rest of
+the file); its schedule fields are common to every fault. `inject(ctx)` acts on the running system and returns
+what it did (recorded in faults.jsonl); `heal(ctx)` undoes it, is idempotent and is always called, also on Ctrl-C
+and on errors. The *effect* is what the fault makes expected, read from the system at the moment of the fault:
+exact loss ranges, the Spark error class the query should fail with, whether the query is down for a while, and
+whether producer sends may fail. The checker judges against these declarations, never against guesses.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from harness.context import RunContext
+
+
+class FaultOptions(BaseModel):
+    """Schedule fields every fault has; a fault's own options are declared on its subclass."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    kind: str
+    at_s: float | None = Field(None, ge=0, description="first injection, seconds after traffic starts")
+    every_s: float | None = Field(None, gt=0, description="inject again every this many seconds")
+    count: int | None = Field(None, ge=1, le=10_000, description="injections in all (default 1, or until_s)")
+    until_s: float | None = Field(None, gt=0, description="no injection after this (with every_s)")
+    jitter_s: float = Field(0.0, ge=0, description="uniform random delay added to each injection, seeded")
+    duration_s: float | None = Field(None, ge=0, description="heal this long after each injection")
+    window: tuple[float, float] | None = Field(None, description="[start_s, end_s]: inject at start, heal at end")
+
+    @model_validator(mode="after")
+    def _schedule(self):
+        if self.window is not None:
+            start, end = self.window
+            if not 0 <= start < end:
+                raise ValueError("window = [start_s, end_s] needs 0 <= start_s < end_s")
+            if self.at_s is not None or self.duration_s is not None:
+                raise ValueError("window replaces at_s and duration_s: give one or the other")
+        elif self.at_s is None:
+            raise ValueError("a fault needs at_s (seconds after traffic starts) or window = [start_s, end_s]")
+        if self.until_s is not None and self.every_s is None:
+            raise ValueError("until_s needs every_s")
+        if self.count is not None and self.count > 1 and self.every_s is None:
+            raise ValueError("count > 1 needs every_s")
+        return self
+
+    @property
+    def first_s(self) -> float:
+        return self.window[0] if self.window else float(self.at_s)  # type: ignore[arg-type]
+
+    @property
+    def heal_after_s(self) -> float | None:
+        return self.window[1] - self.window[0] if self.window else self.duration_s
+
+
+@dataclass
+class LossRange:
+    """Acked events at [start, end) of `partition` may be gone. `acked_before_ms` limits it to one generation
+    of the partition (a deleted and recreated topic reuses offsets); `exact` says the range was read from the
+    broker (records really removed) rather than bounded from the query's position."""
+
+    partition: int
+    start: int
+    end: int
+    acked_before_ms: float | None = None
+    exact: bool = True
+
+
+@dataclass
+class Effect:
+    loss: list[LossRange] = field(default_factory=list)
+    failure: str | None = None  # Spark error class the query must fail with, e.g. KAFKA_DATA_LOSS
+    query_down: bool = False  # the query process is expected to be down (and restarted) for a while
+    send_failures: bool = False  # producer sends may fail while the fault is active
+    new_generation_ms: float | None = None  # the stream was recreated then: its offsets restart at 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Effect":
+        return cls(loss=[LossRange(**r) for r in data.get("loss", [])], failure=data.get("failure"),
+                   query_down=bool(data.get("query_down")), send_failures=bool(data.get("send_failures")),
+                   new_generation_ms=data.get("new_generation_ms"))
+
+
+class Fault:
+    """Subclasses set `kind` and `Options`, and implement inject/heal; one file each under harness/faults/."""
+
+    kind: ClassVar[str]
+    Options: ClassVar[type[FaultOptions]]
+    requires: ClassVar[str] = ""  # a sentence: what the run must have for this fault (checked before start)
+
+    def __init__(self, options: FaultOptions):
+        self.options = options
+        self.effect = Effect()
+
+    def check(self, scenario) -> str | None:
+        """Before anything starts: None, or why this scenario cannot carry this fault (the CLI exits 2)."""
+        return None
+
+    def inject(self, ctx: "RunContext") -> dict[str, Any]:
+        raise NotImplementedError
+
+    def heal(self, ctx: "RunContext") -> dict[str, Any]:
+        return {}
+
+
+class FaultError(RuntimeError):
+    """A fault could not be applied; the run records it and fails (a half-applied fault is never hidden)."""

@@ -1,0 +1,52 @@
+"""Records aged out before the query read them, deterministically: Kafka's DeleteRecords on chosen partitions.
+
+The loss is exact: per partition, [log start before, log start after) as the broker reports it. The query fails
+with KAFKA_DATA_LOSS under failOnDataLoss=true when some removed record lay beyond the batches Spark had already
+planned (it will try to read them); with failOnDataLoss=false it skips them and goes on.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from harness.faults import register
+from harness.faults.base import Fault, FaultOptions, LossRange
+
+
+class DeleteRecordsOptions(FaultOptions):
+    kind: Literal["delete_records"] = "delete_records"
+    partitions: list[int] | None = Field(None, description="partitions to cut (default: all)")
+    keep_last: int = Field(0, ge=0, description="records to leave at the end of each partition")
+
+
+@register
+class DeleteRecords(Fault):
+    kind = "delete_records"
+    Options = DeleteRecordsOptions
+    requires = "a Kafka backend"
+
+    def check(self, scenario) -> str | None:
+        if scenario.backend.kind != "kafka":
+            return "needs a Kafka backend"
+        bad = [p for p in self.options.partitions or [] if not 0 <= p < scenario.stream.partitions]
+        if bad:
+            return f"partitions {bad} out of range for {scenario.stream.partitions} partitions"
+        return None
+
+    def inject(self, ctx) -> dict:
+        backend = ctx.backend
+        before = backend.start_offsets(ctx.stream)
+        ends = backend.end_offsets(ctx.stream)
+        chosen = self.options.partitions if self.options.partitions is not None else sorted(ends)
+        planned = ctx.planned_offsets()
+        cut = {p: max(before[p], ends[p] - self.options.keep_last) for p in chosen}
+        after = backend.delete_records(ctx.stream, cut)
+        self.effect.loss = [LossRange(p, before[p], after[p]) for p in chosen if after[p] > before[p]]
+        # Spark reads from where its last planned batch ended: removed records past that will be missed
+        unread_removed = {p: after[p] - max(before[p], planned.get(p, 0)) for p in chosen
+                          if after[p] > max(before[p], planned.get(p, 0))}
+        if unread_removed and ctx.scenario.fail_on_data_loss:
+            self.effect.failure = "KAFKA_DATA_LOSS"
+        return {"log_start_before": before, "log_start_after": after, "query_planned_up_to": planned,
+                "removed_beyond_query": unread_removed}

@@ -1,0 +1,105 @@
+"""result.json as one typed model: what every tool (report, console, comparisons, CI) reads from a run.
+
+`schema_version` changes when a field changes meaning or goes away; adding a field does not bump it.
+`verdict` is `pass` or `fail` when the run could be judged, `unjudged` when it could not (a malformed sink
+row, a missing file): `unjudged_reason` then says why, and the figures that could be computed are kept.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 2
+
+
+class CheckResult(BaseModel):
+    name: str
+    ok: bool
+    detail: str
+
+
+class Counts(BaseModel):
+    produced: int = 0
+    acked: int = 0
+    delivered_unique: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    expected_lost: int = 0
+    unread: int = 0
+    failed: int = 0
+    failed_expected: int = 0
+    delivered_unacked: int = 0
+    misplaced: int = 0
+    order_violations: int = 0
+    sink_rows: int = 0
+    pacer_skipped: int = 0
+    unacked_at_exit: int = 0
+
+
+class Percentiles(BaseModel):
+    p50: float = 0.0
+    p90: float = 0.0
+    p99: float = 0.0
+    p999: float = 0.0
+    max: float = 0.0
+
+
+class Throughput(BaseModel):
+    produce_eps: float = 0.0
+    process_rps: float = 0.0
+    target_eps: float = 0.0
+
+
+class QueryInfo(BaseModel):
+    name: str = "passthrough"
+    oracle: str = "events"
+    trigger: str = "processingTime"
+    final_state: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    error_class: str | None = None
+    kills: int = 0
+    restarts: int = 0
+
+
+class FaultRecord(BaseModel):
+    kind: str
+    fault: int
+    n: int
+    injected_at: float | None = None
+    healed_at: float | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+    effect: dict[str, Any] = Field(default_factory=dict)
+    errors: list[str] = Field(default_factory=list)
+
+
+class RunResult(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    scenario: str
+    backend: str
+    verdict: Literal["pass", "fail", "unjudged"]
+    unjudged_reason: str | None = None
+    checks: list[CheckResult] = Field(default_factory=list)
+    counts: Counts = Field(default_factory=Counts)
+    expected_lost_by_partition: dict[str, int] = Field(default_factory=dict)
+    lost_by_partition: dict[str, int] = Field(default_factory=dict)
+    throughput: Throughput = Field(default_factory=Throughput)
+    latency_ms: Percentiles = Field(default_factory=Percentiles)
+    publish_delay_ms: Percentiles = Field(default_factory=Percentiles)
+    batches: int = 0
+    batch_stats: dict[str, Any] = Field(default_factory=dict)
+    lag_events: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float = 0.0
+    traffic_s: float = 0.0
+    producers: dict[str, Any] = Field(default_factory=dict)
+    query: QueryInfo = Field(default_factory=QueryInfo)
+    faults: list[FaultRecord] = Field(default_factory=list)
+    oracle: dict[str, Any] | None = None
+    backend_info: dict[str, Any] = Field(default_factory=dict)
+    end_offsets: dict[str, int] = Field(default_factory=dict)
+    run_dir: str = ""
+    versions: dict[str, str] = Field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")

@@ -1,0 +1,179 @@
+"""The run's verdict, from the run directory alone: the producers' history, the sink, the faults' declared
+effects, the query's own record and what the runner found (`run_state.json`). Builds the one typed result.
+
+Whatever goes wrong while judging (a malformed sink row, a missing file) still yields a result: `unjudged`, with
+the reason, and every figure computed before the problem.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import pandas as pd
+
+from harness.checker import Check, Expectations, evaluate, load_acks, percentiles_ms, reconcile
+from harness.config import Scenario
+from harness.faults.base import Effect
+from harness.faults.nemesis import recorded_faults
+from harness.jsonl import read_jsonl
+from harness.queries import resolve
+from harness.result import RunResult
+from harness.sink import read_sink
+from harness.spark import checkpoint as ckpt
+from producers.fleet import ProducerFleet
+from producers.rates import make_rate
+from reports.lag import lag_series, lag_summary
+from reports.report import batch_stats, rate_accuracy, skew_section
+
+SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
+EVENT_RULES = {"no_loss", "no_duplicates", "offsets_match", "no_unacked_deliveries", "order", "drained"}
+
+
+def judge(scenario: Scenario, run_dir: Path, state: dict) -> RunResult:
+    result = RunResult(scenario=scenario.name, backend=scenario.backend.kind, verdict="unjudged",
+                       run_dir=str(run_dir), duration_s=round(state.get("elapsed_s", 0.0), 3),
+                       traffic_s=scenario.producers.duration_s, backend_info=state.get("backend", {}),
+                       end_offsets={str(k): v for k, v in (state.get("end_offsets") or {}).items()},
+                       versions=_versions())
+    result.query.name = scenario.spark.query
+    result.query.trigger = scenario.spark.trigger.kind
+    try:
+        _judge(scenario, run_dir, state, result)
+        result.verdict = "pass" if all(c.ok for c in result.checks) else "fail"
+    except Exception as exc:  # noqa: BLE001 - the run still gets its result.json, saying why it is unjudged
+        result.verdict = "unjudged"
+        result.unjudged_reason = f"{type(exc).__name__}: {exc}"
+        (run_dir / "judge-error.txt").write_text(traceback.format_exc())
+    return result
+
+
+def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) -> None:
+    query_def = resolve(scenario.spark.query)
+    result.query.oracle = str(query_def.oracle)
+    q = state.get("query") or {}
+    result.query.final_state = q.get("state")
+    result.query.exit_code = q.get("exit_code")
+    result.query.error = q.get("error")
+    result.query.kills = q.get("kills", 0)
+    result.query.restarts = q.get("restarts", 0)
+    if result.query.error:
+        result.query.error_class = _error_class(result.query.error)
+
+    faults = recorded_faults(run_dir)
+    result.faults = faults  # type: ignore[assignment]
+    effects = [Effect.from_dict(f["effect"]) for f in faults if f["injected_at"] is not None]
+    expected_failures = sorted({e.failure for e in effects if e.failure})
+    failed_as_expected = bool(expected_failures) and q.get("state") == "failed" and any(
+        cls in (result.query.error or "") for cls in expected_failures)
+
+    expected = Expectations(
+        loss=[r for e in effects for r in e.loss],
+        failure_windows_ms=[(f["injected_at"] * 1000.0, (f["healed_at"] or state.get("ended_at", 0.0)) * 1000.0
+                             + SEND_FAILURE_GRACE_MS) for f in faults
+                            if f["injected_at"] is not None and f["effect"].get("send_failures")],
+        generations_ms=[e.new_generation_ms for e in effects if e.new_generation_ms is not None],
+        read_up_to=({int(p): o for p, o in ckpt.committed(run_dir / "checkpoint").get(scenario.stream.name,
+                                                                                       {}).items()}
+                    if failed_as_expected else None),
+    )
+
+    acks = load_acks(run_dir / "producers")
+    sink = read_sink(run_dir / "sink") if query_def.oracle == "events" else _empty_events()
+    rec = reconcile(acks, sink, expected)
+    fleet = ProducerFleet.read(run_dir / "producers")
+    producers = fleet.merged_summary() if fleet else {}
+    rate = make_rate(scenario.producers.rate)
+    target = rate.cumulative(scenario.producers.duration_s)
+    latency = percentiles_ms(rec.latency_ms)
+
+    counts = rec.counts()
+    counts.update(pacer_skipped=producers.get("pacer_skipped", 0), unacked_at_exit=producers.get("unacked_at_exit", 0))
+    result.counts = counts  # type: ignore[assignment]
+    result.lost_by_partition = {str(k): v for k, v in rec.lost_by_partition.items()}
+    result.expected_lost_by_partition = {str(k): v for k, v in rec.expected_lost_by_partition.items()}
+    result.latency_ms = latency  # type: ignore[assignment]
+    result.publish_delay_ms = percentiles_ms(rec.publish_delay_ms)  # type: ignore[assignment]
+
+    drained = bool(state.get("drained"))
+    checks = evaluate(rec, scenario.checks, target_events=target, latency=latency,
+                      drained=drained or failed_as_expected,
+                      drain_detail=(state.get("drain_detail", "not reached") if not failed_as_expected else
+                                    "not drained: the query stopped with the failure a fault declared"),
+                      pacer_skipped=counts["pacer_skipped"], unacked_at_exit=counts["unacked_at_exit"])
+    if query_def.oracle != "events":
+        checks = [c for c in checks if c.name not in EVENT_RULES - {"drained"}]
+        checks += _oracle_checks(query_def, acks, run_dir, scenario, result)
+    if state.get("error") and not failed_as_expected:
+        checks.insert(0, Check("completed", False, state["error"]))
+    if fleet:
+        checks.append(Check("producers_reported", producers["reported"] == producers["processes"]
+                            and producers["sent"] == rec.produced,
+                            f"{producers['reported']}/{producers['processes']} producer summaries; "
+                            f"{producers['sent']} sent vs {rec.produced} rows in the ack logs"))
+    checks += _fault_checks(faults, state, expected_failures, result.query.error, q.get("state"))
+    result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
+
+    progress = read_jsonl(run_dir / "progress.jsonl")
+    batches = batch_stats(progress)
+    duration = scenario.producers.duration_s
+    result.batches = batches["count"]
+    result.batch_stats = batches
+    result.lag_events = lag_summary(lag_series(read_jsonl(run_dir / "lag.jsonl"), progress))
+    result.throughput = {"produce_eps": rec.acked / duration if duration else 0.0,  # type: ignore[assignment]
+                         "process_rps": batches["process_rps"], "target_eps": target / duration if duration else 0.0}
+    accuracy = {}
+    if fleet:
+        per_second = fleet.per_second()
+        accuracy = rate_accuracy(per_second, rate, fleet.job.get("start_at", 0.0), duration, rec.produced)
+        (run_dir / "producers" / "per_second.json").write_text(json.dumps(per_second))
+    result.producers = {**producers, **skew_section(producers), **accuracy}
+
+
+def _fault_checks(faults: list[dict], state: dict, expected_failures: list[str], error: str | None,
+                  final_state: str | None) -> list[Check]:
+    out = []
+    if faults or state.get("fault_errors"):
+        problems = [f"{f['kind']} #{f['n']}: {e}" for f in faults for e in f["errors"]]
+        problems += state.get("fault_errors", [])
+        unhealed = [f"{f['kind']} #{f['n']}" for f in faults if f["injected_at"] and not f["healed_at"]]
+        out.append(Check("faults_applied", not problems and not unhealed,
+                         f"{len(faults)} injections, all applied and healed" if not problems and not unhealed else
+                         "; ".join(problems + [f"{u} never healed" for u in unhealed])))
+    if expected_failures:
+        ok = final_state == "failed" and any(cls in (error or "") for cls in expected_failures)
+        got = f"failed with {_error_class(error) or (error or '')[:300]!r}" if final_state == "failed" else \
+            f"did not fail (final state {final_state!r})"
+        out.append(Check("expected_failure", ok, f"expected the query to fail with {' or '.join(expected_failures)};"
+                                                 f" it {got}"))
+    return out
+
+
+def _oracle_checks(query_def, acks: pd.DataFrame, run_dir: Path, scenario: Scenario, result: RunResult) -> list[Check]:
+    from harness.oracles import run_oracle
+
+    outcome = run_oracle(query_def.oracle, acks[acks["error"] == ""], run_dir, dict(scenario.spark.query_params))
+    result.oracle = outcome
+    return [Check(f"oracle_{query_def.oracle.split(':')[-1]}", bool(outcome.get("ok")), str(outcome.get("detail")))]
+
+
+def _error_class(error: str | None) -> str | None:
+    """Spark's error class as it prints it: '[KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE] Some data ...'."""
+    if not error:
+        return None
+    import re
+
+    m = re.search(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]", error)
+    return m.group(1) if m else None
+
+
+def _empty_events() -> pd.DataFrame:
+    cols = ["producer", "seq", "intended_ms", "partition", "offset", "commit_ms", "batch_id"]
+    return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+
+
+def _versions() -> dict:
+    import pyspark
+
+    return {"pyspark": pyspark.__version__, "python": sys.version.split()[0]}
