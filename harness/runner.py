@@ -23,6 +23,7 @@ from harness.backends.base import Backend
 from harness.config import Scenario, load_scenario
 from harness.console import Console
 from harness.context import RunContext
+from harness.faults import FAULTS
 from harness.faults.base import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
@@ -113,6 +114,8 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
 # -- phases ------------------------------------------------------------------------------------------------------
 def start_backend(ctx: RunContext) -> None:
     s = ctx.scenario
+    for kind in dict.fromkeys(f.kind for f in s.faults):
+        FAULTS[kind].prepare(ctx, [f for f in s.faults if f.kind == kind])
     with ctx.console.step("starting Kafka" if ctx.backend.kind == "kafka" else "starting the backend"):
         ctx.backend.start(ctx.run_dir, ctx.supervisor)
         ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})

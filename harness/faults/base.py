@@ -99,6 +99,11 @@ class Fault:
         self.options = options
         self.effect = Effect()
 
+    @classmethod
+    def prepare(cls, ctx: "RunContext", options: list[FaultOptions]) -> None:
+        """Once per kind, before the backend starts, with every scheduled entry of this kind: set up what the
+        fault needs in place from the start (a proxy in front of the brokers, a broker setting)."""
+
     def check(self, scenario) -> str | None:
         """Before anything starts: None, or why this scenario cannot carry this fault (the CLI exits 2)."""
         return None
