@@ -63,7 +63,7 @@ class Console:
 
     def summary(self, result: dict, run_dir) -> None:
         verdict = result["verdict"]
-        colour = "green" if verdict == "pass" else "red"
+        colour = {"pass": "green", "fail": "red"}.get(verdict, "yellow")
         c, lat, thr = result["counts"], result["latency_ms"], result["throughput"]
         table = Table(title=f"{result['scenario']} on {result['backend']}: [{colour}]{verdict.upper()}[/{colour}]",
                       show_header=True, header_style="bold")
@@ -73,8 +73,18 @@ class Console:
         for check in result["checks"]:
             table.add_row(check["name"], "[green]yes[/green]" if check["ok"] else "[red]NO[/red]", check["detail"])
         self.rich.print(table)
+        if result.get("unjudged_reason"):
+            self.warn(f"the run could not be judged: {result['unjudged_reason']}")
         self.info(f"produced {c['produced']:,}  acked {c['acked']:,}  delivered {c['delivered_unique']:,}  "
-                  f"duplicates {c['duplicates']:,}  lost {c['lost']:,}  expected lost {c['expected_lost']:,}")
+                  f"duplicates {c['duplicates']:,}  lost {c['lost']:,}  expected lost {c['expected_lost']:,}"
+                  + (f"  unread {c['unread']:,}" if c.get("unread") else ""))
+        if result.get("faults"):
+            self.info("faults: " + ", ".join(f"{f['kind']}#{f['n']}" + (" (error)" if f["errors"] else "")
+                                             for f in result["faults"]))
+        q = result.get("query") or {}
+        if q.get("kills") or q.get("error"):
+            self.info(f"query: {q.get('name')} killed {q.get('kills', 0)}x, restarted {q.get('restarts', 0)}x"
+                      + (f", ended with {q.get('error_class') or 'an error'}" if q.get("error") else ""))
         self.info(f"throughput: produce {thr['produce_eps']:,.0f} ev/s (target {thr['target_eps']:,.0f}), "
                   f"Spark {thr['process_rps']:,.0f} rows/s over {result['batches']} batches")
         self.info("end-to-end latency ms: " + "  ".join(f"{k} {v:,.1f}" for k, v in lat.items()))

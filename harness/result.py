@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 2
 
@@ -75,6 +75,8 @@ class FaultRecord(BaseModel):
 
 
 class RunResult(BaseModel):
+    model_config = ConfigDict(validate_assignment=True)  # the judge fills it in step by step
+
     schema_version: int = SCHEMA_VERSION
     scenario: str
     backend: str

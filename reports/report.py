@@ -88,6 +88,31 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def _at(t: float | None, t0: float) -> str:
+    return "-" if t is None else f"{t - t0:.1f}"
+
+
+def _effect_text(effect: dict) -> str:
+    words = []
+    loss = effect.get("loss") or []
+    if loss:
+        words.append(f"loss of {sum(r['end'] - r['start'] for r in loss):,} offsets in {len(loss)} range(s)"
+                     + ("" if all(r.get("exact", True) for r in loss) else " (some bounded, not exact)"))
+    if effect.get("failure"):
+        words.append(f"query fails with {effect['failure']}")
+    if effect.get("query_down"):
+        words.append("query down for a while")
+    if effect.get("send_failures"):
+        words.append("sends may fail")
+    return ", ".join(words) or "none"
+
+
+def _event_text(e: dict) -> str:
+    if e["event"].startswith("fault_"):
+        return f"{e['event']} {e.get('kind')} #{e.get('n')}" + (f" error: {e['error']}" if e.get("error") else "")
+    return e["event"]
+
+
 def build_report(result: dict, run_dir: Path) -> str:
     c, lat, thr = result["counts"], result["latency_ms"], result["throughput"]
     parts = [
@@ -95,6 +120,16 @@ def build_report(result: dict, run_dir: Path) -> str:
         "",
         f"Run directory `{run_dir}`; traffic {result.get('traffic_s', 0):.0f} s, whole run {result['duration_s']:.0f} s.",
         "",
+    ]
+    if result.get("unjudged_reason"):
+        parts += [f"**The run could not be judged:** {result['unjudged_reason']}", ""]
+    q = result.get("query") or {}
+    if q:
+        parts += [f"Query under test: `{q.get('name')}` (oracle `{q.get('oracle')}`, trigger {q.get('trigger')}); "
+                  f"killed {q.get('kills', 0)}x, restarted {q.get('restarts', 0)}x; final state "
+                  f"{q.get('final_state')!r}" + (f", error class `{q['error_class']}`" if q.get("error_class") else ""),
+                  ""]
+    parts += [
         "## Checks",
         _table(["check", "ok", "detail"], [[x["name"], "yes" if x["ok"] else "**NO**", x["detail"]]
                                             for x in result["checks"]]),
@@ -137,8 +172,17 @@ def build_report(result: dict, run_dir: Path) -> str:
                          [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
                           for p, n in prod["partition_events"].items()])]
     events = read_jsonl(run_dir / "timeline.jsonl")
+    t0 = events[0]["t"] if events else 0.0
+    if result.get("faults"):
+        parts += ["", "## Faults",
+                  _table(["fault", "injected (s)", "healed (s)", "declared effect", "errors"],
+                         [[f"{f['kind']} #{f['n']}", _at(f.get("injected_at"), t0), _at(f.get("healed_at"), t0),
+                           _effect_text(f.get("effect") or {}), "; ".join(f.get("errors") or []) or "-"]
+                          for f in result["faults"]])]
+        if result.get("expected_lost_by_partition"):
+            parts += ["", "Expected loss by partition (acked, removed by a fault, not delivered): "
+                      + ", ".join(f"{p}: {n:,}" for p, n in result["expected_lost_by_partition"].items())]
     if events:
-        t0 = events[0]["t"]
-        parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", e["event"]]
+        parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", _event_text(e)]
                                                                   for e in events])]
     return "\n".join(parts) + "\n"
