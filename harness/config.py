@@ -251,6 +251,9 @@ def _allowed_fields(model: type[BaseModel], loc: list[Any]) -> list[str]:
     """Field names of the (sub)model at `loc`, for 'unknown key' messages; [] when it cannot be told."""
     current: Any = model
     for part in loc:
+        if isinstance(part, int) and get_origin(_unwrap(current)) is list:  # an entry of a list of tables
+            current = _unwrap(get_args(_unwrap(current))[0])
+            continue
         if isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
             current = _unwrap(current.model_fields[part].annotation)
         else:

@@ -31,7 +31,7 @@ class Nemesis(threading.Thread):
         self.errors: list[str] = []
         self._active: dict[Step, Fault] = {}
         self._lock = threading.Lock()  # one inject/heal at a time, also against heal_all from the main thread
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     @property
     def end_s(self) -> float:
@@ -44,7 +44,7 @@ class Nemesis(threading.Thread):
         for at, kind, step in sorted(actions, key=lambda a: (a[0], a[1], a[2].fault_index, a[2].n)):
             start = self.ctx.traffic_start
             assert start is not None, "the nemesis starts with the traffic"
-            if self._stop.wait(max(0.0, start + at - time.time())):
+            if self._halt.wait(max(0.0, start + at - time.time())):
                 return
             if kind == 0:
                 self._inject(step)
@@ -53,7 +53,7 @@ class Nemesis(threading.Thread):
 
     def _inject(self, step: Step) -> None:
         with self._lock:
-            if self._stop.is_set():
+            if self._halt.is_set():
                 return
             fault = fault_for(self.faults[step.fault_index])
             self._active[step] = fault
@@ -82,13 +82,13 @@ class Nemesis(threading.Thread):
         """Wait for the rest of the schedule (a fault may be timed after the traffic), then heal everything."""
         self.join(timeout)
         if self.is_alive():
-            self._stop.set()
+            self._halt.set()
             self.join(30)
             self.errors.append(f"fault schedule not done {timeout:.0f}s after the traffic; the rest was skipped")
         self.heal_all()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         if self.is_alive():
             self.join(60)
         self.heal_all()
