@@ -18,8 +18,12 @@ def test_scenario_passes_at_full_length(name, harness_env, tmp_path):
     result = json.loads((out / "result.json").read_text())
     assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]
     c = result["counts"]
-    assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] > 0
-    assert result["producers"]["rate"]["achieved_over_target"] > 0.999
+    assert c["lost"] == 0 and c["duplicates"] == 0
+    if not result["faults"]:  # clean traffic: everything through exactly once, at the exact rate
+        assert c["delivered_unique"] == c["acked"] > 0
+        assert result["producers"]["rate"]["achieved_over_target"] > 0.999
+    else:  # each fault scenario's own outcome is asserted by its own test; here: it happened and was judged
+        assert all(f["injected_at"] and f["healed_at"] and not f["errors"] for f in result["faults"])
 
 
 def test_steady_on_two_executor_jvms(harness_env, tmp_path):
