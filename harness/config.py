@@ -212,12 +212,29 @@ def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tupl
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_errors(path, exc)) from None
+    _check_query(scenario, path)
     _resolve_replay_paths(scenario.producers.rate, path.parent)
     try:
         make_rate(scenario.producers.rate)  # a replay CSV is read and checked now, not in a producer process
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: producers.rate: {exc}") from None
     return scenario, path, data
+
+
+def _check_query(scenario: Scenario, path: Path) -> None:
+    """The named query must exist (a user's module is looked up next to the scenario file first) and accept
+    its query_params (harness.queries: the contract)."""
+    from harness.queries import QueryError, importable, resolve
+
+    if ":" in scenario.spark.query:
+        importable(path.parent)
+    try:
+        query = resolve(scenario.spark.query)
+    except QueryError as exc:
+        raise ConfigError(f"{path}: spark.query: {exc}") from None
+    problem = query.check_params(scenario.spark.query_params)
+    if problem:
+        raise ConfigError(f"{path}: spark.query_params: {problem}")
 
 
 def _resolve_replay_paths(spec: BaseModel, base: Path) -> None:

@@ -3,13 +3,20 @@
 `events` is the checker itself (every acked event exactly once). `window_counts` judges an event-time tumbling
 window count (harness.queries.windowed_count, or a user's query with the same output): every window the query
 emitted must hold exactly the number of acked events whose intended time falls in it, no window may be emitted
-twice, and every window the final watermark closed must have been emitted. A user's oracle is
-`package.module:function(acks, sink, params) -> {"ok": bool, "detail": str, ...}`.
+twice, and every window the final watermark closed must have been emitted. Windows still open at the final
+watermark are not judged unless emitted (append mode cannot have emitted them); their events are counted and
+shown. A user's oracle is `package.module:function(acks, sink, params) -> {"ok": bool, "detail": str, ...}`.
+
+Window arithmetic is integer milliseconds: an event's instant is its intended time truncated to the millisecond
+(what `event_time` holds, harness.spark.events) and its window starts at that instant minus its remainder modulo
+the window (epoch-aligned, as Spark's tumbling windows are), so an event exactly on a boundary opens the next
+window on both sides.
 """
 from __future__ import annotations
 
 import importlib
-from datetime import datetime
+import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -18,49 +25,103 @@ import pandas as pd
 from harness.jsonl import read_jsonl
 from harness.sink import read_sink
 
+WINDOW_DEFAULT = "10 seconds"  # a window_counts query's `window` param when the scenario gives none
+_UNITS_MS = {"week": 604_800_000, "day": 86_400_000, "hour": 3_600_000, "minute": 60_000, "second": 1000,
+             "millisecond": 1, "microsecond": 0.001}
+_PART = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*([a-z]+)")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
 
 def interval_ms(text: str) -> float:
-    """'10 seconds' / '1 minute' / '500 milliseconds' (Spark's interval words) in milliseconds."""
-    number, unit = str(text).split()
-    unit = unit.lower().rstrip("s")
-    scale = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000}.get(unit)
-    if scale is None:
-        raise ValueError(f"interval {text!r}: unit must be milliseconds, seconds, minutes or hours")
-    return float(number) * scale
+    """Spark's interval words in milliseconds: '10 seconds', '1 minute 30 seconds', 'interval 2 hours',
+    '500 milliseconds' (units week .. microsecond, singular or plural; no months or years, which have no fixed
+    length and which Spark refuses for windows)."""
+    body = str(text).strip().lower()
+    body = body[len("interval"):].strip() if body.startswith("interval") else body
+    parts = _PART.findall(body)
+    if not body or _PART.sub("", body).strip():
+        raise ValueError(f"{text!r} is not an interval; expected '<number> <unit>' ... with units "
+                         "weeks, days, hours, minutes, seconds, milliseconds or microseconds")
+    total = 0.0
+    for number, unit in parts:
+        scale = _UNITS_MS.get(unit[:-1] if unit.endswith("s") else unit)
+        if scale is None:
+            raise ValueError(f"unknown unit {unit!r} in {text!r}; allowed: weeks, days, hours, minutes, "
+                             "seconds, milliseconds, microseconds")
+        total += float(number) * scale
+    return total
 
 
-def final_watermark_ms(progress: list[dict]) -> float:
-    """The last event-time watermark the query reported (0 before any)."""
-    marks = [p.get("eventTime", {}).get("watermark") for p in progress]
-    marks = [datetime.fromisoformat(m.replace("Z", "+00:00")).timestamp() * 1000.0 for m in marks if m]
-    return max(marks, default=0.0)
+def final_watermark_ms(progress: list[dict]) -> int:
+    """The last event-time watermark the query reported (0 before any): the one its batch evicted with, so
+    every window ending at or before it was written by then. Exact integer milliseconds."""
+    marks = []
+    for p in progress:
+        mark = (p.get("eventTime") or {}).get("watermark")
+        if mark:
+            when = datetime.fromisoformat(mark.replace("Z", "+00:00"))
+            marks.append((when - _EPOCH) // timedelta(milliseconds=1))
+    return max(marks, default=0)
+
+
+def _iso(ms: float) -> str:
+    return (_EPOCH + timedelta(milliseconds=int(ms))).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def window_starts(intended_ms: np.ndarray, window_ms: int) -> np.ndarray:
+    """Each event's window start (epoch ms, int64) from its intended time, as Spark assigns it."""
+    instant = np.floor(np.asarray(intended_ms, dtype="float64")).astype("int64")
+    return instant - np.mod(instant, int(window_ms))
 
 
 def window_counts(acks: pd.DataFrame, sink: pd.DataFrame, window_ms: float, watermark_ms: float) -> dict:
-    expected = (np.floor(acks["intended_ms"].to_numpy() / window_ms) * window_ms).astype("int64")
-    truth = pd.Series(expected).value_counts().sort_index()
-    got = sink.assign(start=sink["window_start_ms"].round().astype("int64"))
+    """Judge a window count's output (`window_start_ms`, `count`) against the acked history; `watermark_ms` is
+    the final watermark the query reported."""
+    window = int(window_ms)
+    if "window_start_ms" not in sink or "count" not in sink:
+        if len(sink):
+            raise ValueError(f"the sink has no window_start_ms/count columns (it has {list(sink.columns)})")
+        sink = pd.DataFrame({"window_start_ms": pd.Series(dtype="float64"), "count": pd.Series(dtype="int64")})
+    truth = pd.Series(window_starts(acks["intended_ms"].to_numpy(), window)).value_counts().sort_index()
+    got = pd.DataFrame({"start": np.rint(sink["window_start_ms"].to_numpy(dtype="float64")).astype("int64"),
+                        "count": sink["count"].to_numpy(dtype="int64")})
+    if "batch_id" in sink:
+        got = got.assign(batch_id=sink["batch_id"].to_numpy()).sort_values("batch_id", kind="stable")
     emitted_twice = int(got["start"].duplicated().sum())
-    got = got.drop_duplicates("start", keep="first").set_index("start")["count"].astype("int64")
+    got = got.drop_duplicates("start", keep="first").set_index("start")["count"]
     wrong = {int(w): (int(c), int(truth.get(w, 0))) for w, c in got.items() if int(truth.get(w, 0)) != int(c)}
-    closed = [int(w) for w in truth.index if w + window_ms <= watermark_ms]
-    missing = [w for w in closed if w not in got.index]
-    open_windows = int(sum(1 for w in truth.index if w + window_ms > watermark_ms))
+    closed = truth[truth.index.to_numpy() + window <= watermark_ms]
+    missing = [int(w) for w in closed.index if w not in got.index]
+    open_ = truth[truth.index.to_numpy() + window > watermark_ms]
     ok = not wrong and not missing and not emitted_twice and len(got) > 0
-    detail = (f"{len(got)} windows emitted, counts equal the history's" if ok else
-              f"{len(wrong)} windows with wrong counts (window start ms: (got, expected)) "
-              f"{dict(list(wrong.items())[:5])}; {len(missing)} closed windows never emitted; "
-              f"{emitted_twice} windows emitted twice; {len(got)} emitted")
-    return {"ok": ok, "detail": detail + f"; {open_windows} windows still open at the final watermark",
-            "windows_emitted": int(len(got)), "windows_wrong": len(wrong), "windows_missing": len(missing),
-            "windows_twice": emitted_twice, "windows_open": open_windows,
-            "events_in_emitted_windows": int(got.sum()), "final_watermark_ms": watermark_ms}
+    if ok:
+        detail = (f"{len(got)} window(s) emitted, each count equal to the history's "
+                  f"({int(got.sum())} of {int(truth.sum())} acked events)")
+    elif len(got) == 0 and not missing:
+        detail = "no window emitted: the final watermark closed none (too little traffic for window + watermark?)"
+    else:
+        detail = (f"{len(wrong)} windows with wrong counts (window start ms: (got, expected)) "
+                  f"{dict(list(wrong.items())[:5])}; {len(missing)} closed windows never emitted "
+                  f"{missing[:5]}; {emitted_twice} windows emitted twice; {len(got)} emitted")
+    mark = _iso(watermark_ms)
+    detail += (f"; {len(open_)} window(s) ({int(open_.sum())} events) still open at the final watermark {mark}, "
+               "not judged")
+    return {"ok": ok, "detail": detail, "window_ms": window, "final_watermark_ms": int(watermark_ms),
+            "final_watermark": mark,
+            "windows_expected_closed": int(len(closed)), "windows_emitted": int(len(got)),
+            "windows_wrong": len(wrong), "windows_missing": len(missing), "windows_twice": emitted_twice,
+            "windows_open": int(len(open_)), "events_acked": int(truth.sum()),
+            "events_in_closed_windows": int(closed.sum()), "events_in_emitted_windows": int(got.sum()),
+            "events_in_open_windows": int(open_.sum()),
+            "wrong_examples": {str(w): {"got": g, "expected": e} for w, (g, e) in list(wrong.items())[:10]}}
 
 
 def run_oracle(oracle: str, acks: pd.DataFrame, run_dir: Path, params: dict) -> dict:
     sink = read_sink(run_dir / "sink", columns=None)
     if oracle == "window_counts":
-        return window_counts(acks, sink, interval_ms(params.get("window", "10 seconds")),
-                             final_watermark_ms(read_jsonl(run_dir / "progress.jsonl")))
+        window = interval_ms(params.get("window", WINDOW_DEFAULT))
+        if window != int(window) or window < 1:
+            raise ValueError(f"query_params.window = {params.get('window')!r}: not a whole number of milliseconds")
+        return window_counts(acks, sink, window, final_watermark_ms(read_jsonl(run_dir / "progress.jsonl")))
     module, _, attr = oracle.partition(":")
     return dict(getattr(importlib.import_module(module), attr)(acks, sink, params))

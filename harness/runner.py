@@ -85,7 +85,8 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
     with Supervisor(uuid.uuid4().hex) as sup:
         ctx = RunContext(scenario, run_dir, sup, Timeline(run_dir / "timeline.jsonl"), make_backend(scenario),
                          console, state={"drained": False, "drain_detail": "not reached", "error": None,
-                                         "interrupted": False, "backend": {}, "end_offsets": {}})
+                                         "interrupted": False, "backend": {}, "end_offsets": {},
+                                         "scenario_dir": str(path.parent.resolve())})
         try:
             for phase in (start_backend, start_query, run_traffic, settle_faults, drain):
                 phase(ctx)
@@ -130,7 +131,9 @@ def start_query(ctx: RunContext) -> None:
         ctx.run_dir, ctx.supervisor, backend=ctx.backend.kind, fmt=fmt, options=options, master=s.spark.master,
         conf=s.spark_conf(), trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
         output_mode=s.spark.output_mode, driver_memory=s.spark.driver_memory, query=s.spark.query,
-        query_params=s.spark.query_params)
+        query_params=s.spark.query_params,
+        # a user's query module sits next to the scenario file (harness.queries: the contract)
+        python_path=[ctx.state["scenario_dir"]] if ":" in s.spark.query and "scenario_dir" in ctx.state else None)
     if s.spark.trigger.kind in CATCH_UP_TRIGGERS:
         return  # started by the drain, after the traffic
     with ctx.console.step(f"starting the Spark query ({s.spark.master})"):
@@ -203,9 +206,11 @@ def drain(ctx: RunContext) -> None:
         code = query.wait_exit(s.spark.drain_timeout_s + (s.spark.start_timeout_s if catch_up else 60))
     status = query.status()
     ctx.state["drained"] = code == 0 and status.get("state") == "drained"
+    # once/availableNow that end on their own short of the target ('finished') say where they stopped
+    why = status.get("error") or (f"it stopped having read up to {status['ends']}, short of {ends}"
+                                  if status.get("state") == "finished" else "")
     ctx.state["drain_detail"] = (f"query reached end offsets {ends}" if ctx.state["drained"] else
-                                 f"query state {status.get('state')!r}, exit {code}: "
-                                 f"{str(status.get('error', ''))[:500]}")
+                                 f"query state {status.get('state')!r}, exit {code}: {str(why)[:500]}")
     if status.get("state") == "failed" and _declared_failure(ctx, status.get("error") or ""):
         ctx.state["failed_as_declared"] = True
     ctx.timeline.add("query_stopped", state=status.get("state"), exit=code)
@@ -221,6 +226,7 @@ def stop_everything(ctx: RunContext) -> None:
         sampler.stop()
     ctx.state.pop("fleet", None)
     with ctx.console.step("stopping everything"):
+        ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()
         ctx.backend.stop()
     if ctx.query is not None:

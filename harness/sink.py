@@ -13,7 +13,9 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 import pyarrow.parquet as pq
 
-SINK_COLUMNS = ["producer", "seq", "intended_ms", "partition", "offset", "broker_ms", "bytes", "batch_ms"]
+# What an `events` query must keep (harness.queries: the contract), and what the reports use when it is there.
+SINK_COLUMNS = ["producer", "seq", "intended_ms", "partition", "offset"]
+OPTIONAL_COLUMNS = ["broker_ms", "bytes", "batch_ms"]
 
 
 def batch_log(sink: Path) -> list[tuple[int, float, list[str]]]:
@@ -48,13 +50,18 @@ def _local(path: str) -> str:
     return unquote(parsed.path) if parsed.scheme in ("file", "") else path
 
 
-def read_sink(sink: Path, columns: list[str] | None = SINK_COLUMNS) -> pd.DataFrame:
-    """Every row the sink holds (`columns`, or all with None), with the batch id and commit time (ms) of the
-    batch that wrote it."""
+def read_sink(sink: Path, columns: list[str] | None = SINK_COLUMNS,
+              optional: list[str] = OPTIONAL_COLUMNS) -> pd.DataFrame:
+    """Every row the sink holds (`columns`, plus those of `optional` a file has; all with None), with the batch
+    id and commit time (ms) of the batch that wrote it. A file lacking a required column is an error."""
     frames = []
     for batch_id, commit_ms, files in batch_log(sink):
         for path in files:
-            table = pq.read_table(_local(path), columns=columns)
+            wanted = None
+            if columns is not None:
+                names = set(pq.read_schema(_local(path)).names)
+                wanted = list(columns) + [c for c in optional if c in names]
+            table = pq.read_table(_local(path), columns=wanted)
             df = table.to_pandas()
             df["batch_id"] = batch_id
             df["commit_ms"] = commit_ms

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
 from harness.checker import Check, Expectations, evaluate, load_acks, percentiles_ms, reconcile
 from harness.config import Scenario
-from harness.faults.base import Effect
+from harness.faults.base import FAULT_PRODUCER_BASE, Effect
 from harness.faults.nemesis import recorded_faults
 from harness.jsonl import read_jsonl
 from harness.queries import resolve
@@ -44,9 +45,23 @@ def judge(scenario: Scenario, run_dir: Path, state: dict) -> RunResult:
         result.verdict = "pass" if all(c.ok for c in result.checks) else "fail"
     except Exception as exc:  # noqa: BLE001 - the run still gets its result.json, saying why it is unjudged
         result.verdict = "unjudged"
-        result.unjudged_reason = f"{type(exc).__name__}: {exc}"
+        result.unjudged_reason = str(exc) if isinstance(exc, Unjudgeable) else f"{type(exc).__name__}: {exc}"
         (run_dir / "judge-error.txt").write_text(traceback.format_exc())
+        if state.get("error"):  # what went wrong with the run itself is still said
+            result.checks = [Check("completed", False, state["error"]).as_dict()]  # type: ignore[list-item]
     return result
+
+
+class Unjudgeable(Exception):
+    """What could not be read or reconciled, and why: the result's unjudged_reason."""
+
+
+@contextmanager
+def _reading(what: str):
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - named for the reader of result.json
+        raise Unjudgeable(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) -> None:
@@ -79,9 +94,15 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
                     if failed_as_expected else None),
     )
 
-    acks = load_acks(run_dir / "producers")
-    sink = read_sink(run_dir / "sink") if query_def.oracle == "events" else _empty_events()
-    rec = reconcile(acks, sink, expected)
+    with _reading("reading the producers' ack logs (producers/acks-*.csv)"):
+        acks = load_acks(run_dir / "producers")
+    with _reading("reading the sink (the files its _spark_metadata log lists)"):
+        sink = read_sink(run_dir / "sink") if query_def.oracle == "events" else _empty_events()
+    with _reading("reconciling the ack logs with the sink"):
+        rec = reconcile(acks, sink, expected)
+    if query_def.oracle != "events":  # the output is not one row per event (its oracle judges it): no event
+        rec.lost = rec.expected_lost = rec.unread = 0  # is lost for want of a row of its own
+        rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
     fleet = ProducerFleet.read(run_dir / "producers")
     producers = fleet.merged_summary() if fleet else {}
     rate = make_rate(scenario.producers.rate)
@@ -108,14 +129,19 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     if state.get("error") and not failed_as_expected:
         checks.insert(0, Check("completed", False, state["error"]))
     if fleet:
+        # events a fault wrote itself (producer index >= FAULT_PRODUCER_BASE) are history, not the processes' sends
+        process_rows = int((acks["producer"] < FAULT_PRODUCER_BASE).sum())
         checks.append(Check("producers_reported", producers["reported"] == producers["processes"]
-                            and producers["sent"] == rec.produced,
+                            and producers["sent"] == process_rows,
                             f"{producers['reported']}/{producers['processes']} producer summaries; "
-                            f"{producers['sent']} sent vs {rec.produced} rows in the ack logs"))
+                            f"{producers['sent']} sent vs {process_rows} rows in the producers' ack logs"
+                            + (f" (+{rec.produced - process_rows} written by faults)"
+                               if rec.produced > process_rows else "")))
     checks += _fault_checks(faults, state, expected_failures, result.query.error, q.get("state"))
+    progress = read_jsonl(run_dir / "progress.jsonl")
+    checks += _batch_cap_check(scenario, progress)
     result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
 
-    progress = read_jsonl(run_dir / "progress.jsonl")
     batches = batch_stats(progress)
     duration = scenario.producers.duration_s
     result.batches = batches["count"]
@@ -148,6 +174,42 @@ def _fault_checks(faults: list[dict], state: dict, expected_failures: list[str],
         out.append(Check("expected_failure", ok, f"expected the query to fail with {' or '.join(expected_failures)};"
                                                  f" it {got}"))
     return out
+
+
+def _batch_cap_check(scenario: Scenario, progress: list[dict]) -> list[Check]:
+    """maxOffsetsPerTrigger caps every batch (Trigger.Once ignores it). Spark splits the cap over the partitions by
+    backlog and rounds a share below one record up to one, so a batch may read up to (partitions read - 1) more."""
+    cap = next((v for k, v in scenario.spark.source_options.items() if k.lower() == "maxoffsetspertrigger"), None)
+    if cap is None or scenario.spark.trigger.kind == "once":
+        return []
+    cap = int(cap)
+    data = [p for p in progress if p.get("numInputRows", 0) > 0]
+    over = [p.get("batchId") for p in data if p["numInputRows"] > cap + max(_partitions_read(p), 1) - 1]
+    largest = max((p["numInputRows"] for p in data), default=0)
+    return [Check("batch_cap", not over, f"{len(data)} batches read rows, largest {largest} rows "
+                                         f"(maxOffsetsPerTrigger {cap})"
+                  + (f"; batches over the cap: {over[:20]}" if over else ""))]
+
+
+def _partitions_read(progress: dict) -> int:
+    """Partitions a batch advanced (its sources' start and end offsets; a first batch has no start)."""
+    def offsets(value) -> dict:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return {}
+        return value if isinstance(value, dict) else {}
+
+    n = 0
+    for source in progress.get("sources") or []:
+        start, end = offsets(source.get("startOffset")), offsets(source.get("endOffset"))
+        for stream, parts in end.items():
+            if not isinstance(parts, dict):
+                continue
+            before = start.get(stream) if isinstance(start.get(stream), dict) else {}
+            n += sum(1 for p, off in parts.items() if int(off) > int(before.get(p, 0)))
+    return n
 
 
 def _oracle_checks(query_def, acks: pd.DataFrame, run_dir: Path, scenario: Scenario, result: RunResult) -> list[Check]:

@@ -4,6 +4,11 @@ The runner starts `processes` of these (`python -m producers.process JOB INDEX`)
 All users of a process share one token pacer, so the achieved rate follows the rate function exactly whatever
 the number of users; one greenlet services the client with poll(0). Locust's request events carry one entry per
 batch, so its own stats and hooks work as usual.
+
+A process sends in sequence order: taking a batch's sequence numbers and handing its events to the client is one
+step under a lock. Without it, a user that yields on a full client queue lets another user send later sequence
+numbers first, and the checker's per-partition order rule would blame the pipeline for the producer's doing. A
+batch, once its numbers are taken, is also sent whole even when locust stops the user in the middle of it.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from gevent import monkey
 monkey.patch_all()
 
 import gevent  # noqa: E402
+from gevent.lock import Semaphore  # noqa: E402
 from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
@@ -67,9 +73,14 @@ class Shared:
         self.seq = 0
         self.sent_bytes = 0
         self.done = False
+        self.lock = Semaphore()  # one batch at a time: events reach the client in sequence order
 
     def send_due(self) -> int:
         """Send the events due now (at most one batch); returns how many, 0 when nothing is due."""
+        with self.lock:
+            return self._send_due()
+
+    def _send_due(self) -> int:
         now = time.time()
         due = self.pacer.due(min(now, self.end - 1e-9), self.batch_size)
         if not due:
@@ -85,12 +96,26 @@ class Shared:
         headers = self.payloads.headers() if self.payloads.has_headers else None
         send = self.sender.send
         nbytes = 0
+        stopped: BaseException | None = None
         for value, (key, partition) in zip(encode_many(idx, seq0, due, pads), choices):
             nbytes += len(value)
-            send(value, key, partition, headers)
+            try:
+                send(value, key, partition, headers)
+            except gevent.GreenletExit as exc:  # stopped while waiting for queue space: finish the batch first
+                stopped = exc
+                self._send_whatever_happens(value, key, partition, headers)
         self.sent_bytes += nbytes
         self.stats.on_sent(len(due), time.time())
+        if stopped is not None:
+            raise stopped
         return len(due)
+
+    def _send_whatever_happens(self, value: bytes, key, partition, headers) -> None:
+        while True:
+            try:
+                return self.sender.send(value, key, partition, headers)
+            except gevent.GreenletExit:
+                continue
 
 
 SHARED: Shared | None = None
@@ -176,11 +201,13 @@ def run(job_path: Path, index: int) -> int:
     runner.start(int(job["users"]), spawn_rate=100)  # all users within a fraction of a second
     while time.time() < shared.end:
         gevent.sleep(min(0.2, max(0.0, shared.end - time.time())))
-    # Whatever the pacer still owes up to `end` is sent before users stop (a last partial batch).
-    while shared.send_due():
-        pass
-    shared.done = True
-    runner.quit()
+    # Whatever the pacer still owes up to `end` is sent before users stop (a last partial batch); the lock is held
+    # while they stop, so none is in the middle of a batch.
+    with shared.lock:
+        while shared._send_due():
+            pass
+        shared.done = True
+        runner.quit()
     finish(shared, env)
     return 0
 

@@ -53,7 +53,49 @@ def batch_stats(progress: list[dict]) -> dict:
     sizes = np.array([p["numInputRows"] for p in data], dtype=float)
     if len(sizes):
         out["rows_per_batch"] = {"p50": float(np.percentile(sizes, 50)), "max": float(sizes.max())}
+    state = state_operators(progress)
+    if state:
+        out["state_operators"] = state
     return out
+
+
+def state_operators(progress: list[dict]) -> dict:
+    """Per stateful operator, Spark's own figures over the run: rows in state at the end, rows it dropped as
+    later than the watermark, and (deduplication) rows it dropped as duplicates. Only completed batches report
+    progress, so a batch re-run after a crash counts once."""
+    ops: dict[str, dict] = {}
+    for p in progress:
+        for i, op in enumerate(p.get("stateOperators") or []):
+            o = ops.setdefault(f"{i}:{op.get('operatorName', 'state')}",
+                               {"rows_total": 0, "dropped_by_watermark": 0, "dropped_duplicates": 0})
+            o["rows_total"] = int(op.get("numRowsTotal", 0))
+            o["dropped_by_watermark"] += int(op.get("numRowsDroppedByWatermark", 0))
+            o["dropped_duplicates"] += int((op.get("customMetrics") or {}).get("numDroppedDuplicateRows", 0))
+    return ops
+
+
+def oracle_section(result: dict) -> list[str]:
+    """What the query's oracle found (harness.oracles), and Spark's state figures for stateful queries."""
+    parts: list[str] = []
+    oracle = result.get("oracle")
+    name = (result.get("query") or {}).get("oracle", "events")
+    if oracle:
+        figures = [[k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) and not k.endswith("_ms") else v]
+                   for k, v in oracle.items() if k not in ("ok", "detail") and not isinstance(v, (dict, list))]
+        parts += ["", f"## Oracle ({name}): {'ok' if oracle.get('ok') else '**FAILED**'}", "",
+                  str(oracle.get("detail", "")), "",
+                  "The query's output is judged against the output the producers' acked history implies; the "
+                  "per-event accounting above (delivered, lost, latency) does not apply to it.", ""]
+        if figures:
+            parts.append(_table(["figure", "value"], figures))
+    state = (result.get("batch_stats") or {}).get("state_operators")
+    if state:
+        parts += ["", "## State (Spark's figures)",
+                  _table(["operator", "rows in state at the end", "dropped as late (watermark)",
+                          "dropped as duplicates"],
+                         [[k.split(":", 1)[-1], f"{v['rows_total']:,}", f"{v['dropped_by_watermark']:,}",
+                           f"{v['dropped_duplicates']:,}"] for k, v in state.items()])]
+    return parts
 
 
 def skew_section(producers: dict) -> dict:
@@ -144,6 +186,7 @@ def build_report(result: dict, run_dir: Path) -> str:
         "## End-to-end latency (sink commit − intended send time)",
         _table(list(lat), [[f"{v:,.1f} ms" for v in lat.values()]]),
     ]
+    parts += oracle_section(result)
     pd_ = result.get("publish_delay_ms")
     if pd_:
         parts += ["", "Publish delay (produce call − intended send time): "

@@ -44,5 +44,8 @@ class Backend(ABC):
     def end_offsets(self, stream: str) -> dict[int, int]:
         """Per partition, the position just after the last event (what a drained query must have read)."""
 
+    def close_clients(self) -> None:
+        """Close the clients the harness itself holds (admin, watermarks); the service keeps running."""
+
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind}

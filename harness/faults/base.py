@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from harness.context import RunContext
 
 
+FAULT_PRODUCER_BASE = 10_000  # producer index of events a fault writes itself (acks-fault-<k>.csv): never a process's
+
+
 class FaultOptions(BaseModel):
     """Schedule fields every fault has; a fault's own options are declared on its subclass."""
 

@@ -1,8 +1,8 @@
 """Records aged out before the query read them, deterministically: Kafka's DeleteRecords on chosen partitions.
 
 The loss is exact: per partition, [log start before, log start after) as the broker reports it. The query fails
-with KAFKA_DATA_LOSS under failOnDataLoss=true when some removed record lay beyond the batches Spark had already
-planned (it will try to read them); with failOnDataLoss=false it skips them and goes on.
+with KAFKA_DATA_LOSS under failOnDataLoss=true when some removed record lies beyond the batches Spark had planned
+once the records were gone (it will try to read them); with failOnDataLoss=false it skips them and goes on.
 """
 from __future__ import annotations
 
@@ -39,11 +39,12 @@ class DeleteRecords(Fault):
         before = backend.start_offsets(ctx.stream)
         ends = backend.end_offsets(ctx.stream)
         chosen = self.options.partitions if self.options.partitions is not None else sorted(ends)
-        planned = ctx.planned_offsets()
         cut = {p: max(before[p], ends[p] - self.options.keep_last) for p in chosen}
         after = backend.delete_records(ctx.stream, cut)
         self.effect.loss = [LossRange(p, before[p], after[p]) for p in chosen if after[p] > before[p]]
-        # Spark reads from where its last planned batch ended: removed records past that will be missed
+        # Spark reads on from where its last planned batch ended; read after the deletion, so that every batch
+        # planned from now on starts there or later: removed records past that will certainly be missed
+        planned = ctx.planned_offsets()
         unread_removed = {p: after[p] - max(before[p], planned.get(p, 0)) for p in chosen
                           if after[p] > max(before[p], planned.get(p, 0))}
         if unread_removed and ctx.scenario.fail_on_data_loss:

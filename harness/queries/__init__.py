@@ -1,33 +1,47 @@
 """The queries under test, and the contract every one of them (the harness's and a user's own) follows.
 
 A scenario names its query with `spark.query`: a built-in name (`passthrough`, `windowed_count`, `dedup`) or
-`"package.module:function"` for a user's own, importable on the driver (and on executors, for UDFs).
+`"package.module:function"` for a user's own. A user's module is looked up first in the scenario file's
+directory: the harness puts that directory on its own `sys.path` when it loads the scenario and on the query
+process's `PYTHONPATH` (which the Python workers of `local[N]` executors inherit), so `my_job.py` next to
+`scenario.toml` is `spark.query = "my_job:build"`. An unknown name or a function that cannot be imported is bad
+input: the scenario is refused before anything starts (exit 2), naming `spark.query`.
 
 The contract
 ------------
 - The function is called once on the driver as `function(events, params)` and returns the streaming DataFrame
-  to write. `params` is the scenario's `[spark.query_params]` table (JSON scalars).
+  to write. `params` is the scenario's `[spark.query_params]` table (TOML scalars). A function may carry
+  `function.check = check(params) -> str | None`: called when the scenario is loaded, a sentence is bad input.
 - `events` is the source already normalised to the harness's event columns, whatever the backend:
-  `producer` int, `seq` long (together the event's id), `intended_ms` double (intended send time, epoch ms),
-  `event_time` timestamp (the same instant, for watermarks and windows), `partition` int, `offset` long,
-  `broker_ms` double (the broker's timestamp), `bytes` int (the encoded event's size).
+  `producer` int, `seq` long (together the event's id), `intended_ms` double (intended send time, epoch ms, to
+  the microsecond), `event_time` timestamp (the intended time truncated to the millisecond, for watermarks and
+  windows), `partition` int, `offset` long, `broker_ms` double (the broker's timestamp), `bytes` int (the
+  encoded event's size).
 - Sink and output mode: the Parquet file sink in `append` mode (the one built-in sink that is exactly-once
-  across restarts: it skips a batch id already in its own log). Stateful queries therefore need a watermark.
+  across restarts: it skips a batch id already in its own log). Stateful queries therefore need a watermark,
+  and an aggregation writes each group once, when the watermark passes it.
 - What the output must hold depends on its *oracle*, which the checker uses to judge it:
   - `events` (default): one row per input event, keeping at least `producer`, `seq`, `intended_ms`,
     `partition`, `offset`; `broker_ms`, `bytes`, `batch_ms` are used when present. Every acked event must
-    come out exactly once, where its ack said (the checker's event rules).
-  - `window_counts`: rows `window_start_ms`, `window_end_ms` (double, epoch ms), `count` (long): the final
-    count of every window the query emitted must equal the count of acked events whose `intended_ms` falls
-    in it, and every window closed by the final watermark must have been emitted.
-  A user's function declares its oracle with an attribute, `function.oracle = "window_counts"`, or a
-  `"package.module:function"` of its own, called as `oracle(acks, sink, params)` with pandas frames and
-  returning `{"ok": bool, "detail": str, ...}`.
+    come out exactly once, where its ack said (the checker's event rules). `passthrough` and `dedup`.
+  - `window_counts`: rows `window_start_ms`, `window_end_ms` (double, epoch ms) and `count` (long) of tumbling,
+    epoch-aligned event-time windows of `query_params.window` (default "10 seconds"): the count of every window
+    the query emitted must equal the number of acked events whose intended time (truncated to the millisecond)
+    falls in [start, end), no window may be emitted twice, and every window whose end the final watermark
+    (the last one the query reported) reached must have been emitted. `windowed_count`.
+  - `"package.module:function"`: a user's own, called after the run as `oracle(acks, sink, params)` with pandas
+    frames (acked events from the producers' ack logs; every sink row with its `batch_id` and `commit_ms`) and
+    returning `{"ok": bool, "detail": str, ...}`; everything it returns is kept in result.json's `oracle`.
+  A function declares its oracle with an attribute, `function.oracle = "window_counts"` (default "events").
+  With an oracle other than `events`, the checker's per-event rules (loss, duplicates, offsets, order) do not
+  apply to the output; the oracle's verdict does.
 """
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 BUILT_IN = {"passthrough": "harness.queries.passthrough:query",
@@ -45,6 +59,19 @@ class QueryDef:
     name: str
     function: Callable[..., Any]
     oracle: str  # "events" | "window_counts" | "module:function"
+
+    def check_params(self, params: dict) -> str | None:
+        """None, or why `params` do not suit this query (the function's own `check`, when it has one)."""
+        check = getattr(self.function, "check", None)
+        return check(dict(params)) if callable(check) else None
+
+
+def importable(directory: Path | str) -> str:
+    """Put a scenario's directory first on this process's path (its user modules live there); returns it."""
+    path = str(Path(directory).resolve())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    return path
 
 
 def _import(target: str) -> Any:
@@ -66,6 +93,9 @@ def resolve(name: str) -> QueryDef:
     if not callable(function):
         raise QueryError(f"{target!r} is not a function")
     oracle = getattr(function, "oracle", "events")
-    if oracle not in ORACLES and ":" not in str(oracle):
+    if not isinstance(oracle, str) or (oracle not in ORACLES and ":" not in oracle):
         raise QueryError(f"{target}.oracle = {oracle!r}; allowed: {', '.join(ORACLES)} or 'package.module:function'")
+    if ":" in oracle and oracle not in ORACLES:
+        if not callable(_import(oracle)):  # a user's oracle that cannot be imported is refused now, not later
+            raise QueryError(f"{target}.oracle = {oracle!r} is not a function")
     return QueryDef(name, function, oracle)

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from harness.jvm.artifacts import resolve
 from harness.supervisor import Child, Supervisor
@@ -37,7 +38,7 @@ class SparkQueryProcess:
     def __init__(self, run_dir: Path, supervisor: Supervisor, *, backend: str, fmt: str, options: dict[str, str],
                  master: str, conf: dict[str, str], trigger: dict, sink: str = "parquet",
                  output_mode: str = "append", driver_memory: str = "1g", query_name: str = "query_under_test",
-                 query: str = "passthrough", query_params: dict | None = None):
+                 query: str = "passthrough", query_params: dict | None = None, python_path: list[str] | None = None):
         self.run_dir = run_dir
         self.supervisor = supervisor
         self.spark_dir = run_dir / "spark"
@@ -59,6 +60,7 @@ class SparkQueryProcess:
             "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
         }
+        self.python_path = list(python_path or [])  # put first on PYTHONPATH: a user's query module lives there
         self.child: Child | None = None
         self.kills = 0
         self.restarts = 0
@@ -86,6 +88,8 @@ class SparkQueryProcess:
         env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                     "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
         env.pop("SPARK_HOME", None)  # the pip-installed PySpark is its own SPARK_HOME
+        if self.python_path:
+            env["PYTHONPATH"] = os.pathsep.join(self.python_path + [p for p in [env.get("PYTHONPATH")] if p])
         self.child = self.supervisor.spawn("spark-query", [sys.executable, "-m", "harness.spark.query", str(job_path)],
                                            log_path=self.spark_dir / "driver.log", env=env, cwd=self.spark_dir)
 
@@ -124,12 +128,17 @@ class SparkQueryProcess:
         return code
 
     # -- supervision ------------------------------------------------------------------------------------------
-    def kill(self) -> int | None:
-        """SIGKILL the driver (its whole process group: executors and Python workers too); `watch` restarts it."""
+    def kill(self, then: Callable[[], object] | None = None) -> int | None:
+        """SIGKILL the driver (its whole process group: executors and Python workers too); `watch` restarts it.
+        `then` runs once the process is dead and before `watch` can restart it (the checkpoint tampered with while
+        the query is down); the restart happens whatever `then` does."""
         with self._lock:
             self._killed = True
             self.kills += 1
-            return self.stop(hard=True)
+            code = self.stop(hard=True)
+            if then is not None:
+                then()
+            return code
 
     def watch(self, timeline=None) -> str:
         """'running' | 'restarting' (started again after a kill, not yet running its query) | 'failed' |

@@ -21,7 +21,7 @@ EXIT_DRAINED, EXIT_DRAIN_TIMEOUT, EXIT_QUERY_FAILED = 0, 3, 4
 
 def _write_status(path: Path, **fields) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(fields, at=time.time())))
+    tmp.write_text(json.dumps(dict(fields, at=time.time()), default=str))  # lastProgress holds UUIDs
     os.replace(tmp, path)
 
 
@@ -56,6 +56,32 @@ def reached(ends: dict[str, dict[str, int]], targets: dict[str, dict[str, int]])
                for stream, parts in targets.items() for p, off in parts.items())
 
 
+def error_text(exc, query=None) -> str:
+    """The query's exception as text, led by the Spark error conditions of its JVM cause chain, deepest first
+    ('[KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED] Some data may ...'): the Kafka source's exceptions carry their
+    condition but leave it out of their message, and PySpark shows only the message."""
+    conditions: list[str] = []
+    try:  # PySpark keeps no JVM object for the query's exception: take it from the query itself
+        cause = query._jsq.exception().get() if query is not None else getattr(exc, "_origin", None)
+    except Exception:  # noqa: BLE001
+        cause = None
+    for _ in range(20):
+        if cause is None:
+            break
+        try:
+            condition = cause.getCondition()
+        except Exception:  # noqa: BLE001 - not a SparkThrowable (or the JVM is gone)
+            condition = None
+        if condition and condition not in conditions:
+            conditions.append(condition)
+        try:
+            cause = cause.getCause()
+        except Exception:  # noqa: BLE001
+            break
+    text = str(exc)
+    return "".join(f"[{c}] " for c in reversed(conditions) if f"[{c}]" not in text) + text
+
+
 def run(job_path: Path) -> int:
     job = json.loads(job_path.read_text())
     run_dir = Path(job["run_dir"])
@@ -72,13 +98,17 @@ def run(job_path: Path) -> int:
         def __init__(self):
             self.out = open(progress_path, "a", encoding="utf-8")
             self.last_batch = -1
-            # the furthest each partition's batches got, starting where the checkpoint's last commit ended (a
+            self.idle = False  # onQueryIdle came after the last progress
+            # where each partition's last batch ended, starting where the checkpoint's last commit ended (a
             # restarted query may have nothing left to read)
             self.ends: dict[str, dict[str, int]] = committed(Path(job["checkpoint"]))
 
         def caught_up(self, progress: dict | None) -> bool:
-            """Listener events are asynchronous: stop only once the last batch's progress is on disk."""
-            return progress is None or self.last_batch >= progress.get("batchId", -1)
+            """Listener events are asynchronous: stop only once the last batch's progress is on disk. A query idle
+            for a while reports a no-data lastProgress for the next batch id, which listeners never get as progress
+            (onQueryIdle instead): that one has nothing to wait for."""
+            return (progress is None or self.last_batch >= progress.get("batchId", -1)
+                    or (self.idle and not progress.get("numInputRows")))
 
         def onQueryStarted(self, event):
             pass
@@ -87,13 +117,14 @@ def run(job_path: Path) -> int:
             self.out.write(event.progress.json.replace("\n", " ") + "\n")
             self.out.flush()
             self.last_batch = max(self.last_batch, event.progress.batchId)
+            self.idle = False
             for stream, parts in end_offsets(json.loads(event.progress.json)).items():
                 mine = self.ends.setdefault(stream, {})
                 for p, off in parts.items():
-                    mine[p] = max(mine.get(p, -1), off)
+                    mine[p] = off  # where the last batch ended: a recreated topic restarts its offsets
 
         def onQueryIdle(self, event):
-            pass
+            self.idle = True
 
         def onQueryTerminated(self, event):
             self.out.flush()
@@ -126,6 +157,7 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
     _write_status(status, state="started", id=str(query.id), run_id=str(query.runId), pid=os.getpid())
 
     drain_deadline = None
+    settled = False  # the batches owed after the last data (processAllAvailable) have run
     drain = control / "drain.json"
     while True:
         if query.exception() is not None or not query.isActive:
@@ -139,7 +171,7 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
                 state = "drained" if reached(recorder.ends, target) else "finished"
                 _write_status(status, state=state, id=str(query.id), ends=recorder.ends)
                 return EXIT_DRAINED
-            _write_status(status, state="failed", error=str(exc)[:20000])
+            _write_status(status, state="failed", error=error_text(exc, query)[:20000])
             return EXIT_QUERY_FAILED
         if (control / "stop").exists():
             query.stop()
@@ -151,6 +183,15 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
                 drain_deadline = time.monotonic() + float(spec["timeout_s"])
             last = query.lastProgress
             if reached(recorder.ends, spec["end_offsets"]) and recorder.caught_up(last):
+                if not settled:
+                    # everything is read; a stateful query may still owe a batch without new data (its watermark
+                    # moved: windows to close, state to evict). Let it run, and its progress be recorded.
+                    settled = True
+                    try:
+                        query.processAllAvailable()
+                    except Exception:  # noqa: BLE001 - the query failed: the first branch records it
+                        pass
+                    continue
                 query.stop()
                 _write_status(status, state="drained")
                 return EXIT_DRAINED

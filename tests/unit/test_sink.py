@@ -42,3 +42,18 @@ def test_only_logged_files_count_and_compaction_adds_new_files_only(tmp_path):
 
 def test_empty_sink(tmp_path):
     assert len(read_sink(tmp_path / "missing")) == 0
+
+
+def test_optional_columns_are_read_when_present_and_a_missing_required_one_is_an_error(tmp_path):
+    core = {"producer": [0], "seq": [5], "intended_ms": [1.0], "partition": [0], "offset": [5]}
+    pq.write_table(pa.table(core), tmp_path / "a.parquet")
+    pq.write_table(pa.table({**core, "seq": [6], "batch_ms": [9.0]}), tmp_path / "b.parquet")
+    _log(tmp_path, 0, [tmp_path / "a.parquet", tmp_path / "b.parquet"], 100.0)
+    df = read_sink(tmp_path)
+    assert sorted(df["seq"]) == [5, 6] and "batch_ms" in df and "bytes" not in df
+    pq.write_table(pa.table({"producer": [0]}), tmp_path / "c.parquet")
+    _log(tmp_path, 1, [tmp_path / "c.parquet"], 101.0)
+    import pytest
+
+    with pytest.raises(Exception, match="seq"):
+        read_sink(tmp_path)

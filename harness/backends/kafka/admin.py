@@ -33,6 +33,7 @@ def _accepts(bootstrap: str) -> bool:
 class KafkaBackendBase(Backend):
     kind = "kafka"
     bootstrap: str = ""
+    query_bootstrap: str = ""  # where the query under test connects instead, when set (a proxy in front)
 
     _admin: AdminClient | None = None
 
@@ -94,7 +95,7 @@ class KafkaBackendBase(Backend):
         return {"bootstrap.servers": self.bootstrap}
 
     def spark_source(self, stream: str, options: dict[str, str]) -> tuple[str, dict[str, str]]:
-        opts = {"kafka.bootstrap.servers": self.bootstrap, "subscribe": stream}
+        opts = {"kafka.bootstrap.servers": self.query_bootstrap or self.bootstrap, "subscribe": stream}
         opts.update(options)
         return "kafka", opts
 
@@ -133,6 +134,50 @@ class KafkaBackendBase(Backend):
         request = [TopicPartition(stream, p, off) for p, off in sorted(before.items())]
         futures = self.admin().delete_records(request, request_timeout=30, operation_timeout=30)
         return {tp.partition: fut.result().low_watermark for tp, fut in futures.items()}
+
+    # -- topic-level operations the topic faults use (harness.faults: retention, topic_delete, add_partitions) --
+    def topic_configs(self, stream: str) -> dict[str, tuple[str | None, bool]]:
+        """Every config of the topic: name -> (value, set on the topic itself rather than inherited)."""
+        from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+        resource = ConfigResource(ResourceType.TOPIC, stream)
+        entries = self.admin().describe_configs([resource], request_timeout=30)[resource].result()
+        topic_level = ConfigSource.DYNAMIC_TOPIC_CONFIG.value  # the client reports sources as plain ints
+        return {name: (e.value, int(e.source) == topic_level) for name, e in entries.items()}
+
+    def alter_topic_configs(self, stream: str, set_: dict[str, str], delete: list[str] = ()) -> None:
+        """IncrementalAlterConfigs: set some topic configs, drop others back to the broker's default."""
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        ops = [ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
+        ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        resource = ConfigResource(ResourceType.TOPIC, stream, incremental_configs=ops)
+        for fut in self.admin().incremental_alter_configs([resource], request_timeout=30).values():
+            fut.result()
+
+    def topic_replication(self, stream: str) -> int:
+        md = self.admin().list_topics(stream, timeout=10).topics[stream]
+        return max(len(p.replicas) for p in md.partitions.values())
+
+    def delete_stream(self, stream: str) -> None:
+        """DeleteTopics, then wait until the topic is gone from the metadata."""
+        admin = self.admin()
+        for fut in admin.delete_topics([stream], operation_timeout=30).values():
+            fut.result()
+        self._wait(lambda: not admin.list_topics(stream, timeout=10).topics[stream].partitions,
+                   f"deletion of topic {stream}")
+
+    def stream_exists(self, stream: str) -> bool:
+        md = self.admin().list_topics(stream, timeout=10).topics.get(stream)
+        return bool(md and md.partitions)
+
+    def add_partitions(self, stream: str, total: int) -> None:
+        """CreatePartitions up to `total`, then wait until every partition has a leader."""
+        from confluent_kafka.admin import NewPartitions
+
+        for fut in self.admin().create_partitions([NewPartitions(stream, total)], operation_timeout=30).values():
+            fut.result()
+        self._wait(lambda: self._leaders_known(stream, total), f"leaders of {total} partitions of {stream}")
 
     def close_clients(self) -> None:
         with self._watermarks_lock:

@@ -73,6 +73,7 @@ class EmbeddedKafka(KafkaBackendBase):
         self.extra = dict(broker_config or {})
         self.nodes: list[Node] = []
         self.supervisor: Supervisor | None = None
+        self.listeners: dict[str, list[tuple[int, str]]] = {}  # extra listeners: name -> per node (port, advertised)
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -83,18 +84,21 @@ class EmbeddedKafka(KafkaBackendBase):
         self.nodes = [Node(i + 1, free_port(), free_port(), home / f"node-{i + 1}") for i in range(self.n)]
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
         rf = min(3, self.n)
-        for node in self.nodes:
+        for i, node in enumerate(self.nodes):
             shutil.rmtree(node.home, ignore_errors=True)
             (node.home / "data").mkdir(parents=True)
             props = {
                 "process.roles": "broker,controller",
                 "node.id": str(node.node_id),
                 "controller.quorum.voters": voters,
-                "listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port},CONTROLLER://127.0.0.1:{node.controller_port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port},CONTROLLER://127.0.0.1:{node.controller_port}"
+                             + "".join(f",{name}://127.0.0.1:{ports[i][0]}" for name, ports in self.listeners.items()),
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port}"
+                                        + "".join(f",{name}://{ports[i][1]}" for name, ports in self.listeners.items()),
                 "controller.listener.names": "CONTROLLER",
                 "inter.broker.listener.name": "PLAINTEXT",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+                                                  + "".join(f",{name}:PLAINTEXT" for name in self.listeners),
                 "log.dirs": str(node.home / "data"),
                 "num.partitions": "1",
                 "default.replication.factor": str(rf),
@@ -121,6 +125,15 @@ class EmbeddedKafka(KafkaBackendBase):
             self.start_node(node)
         self.bootstrap = ",".join(f"127.0.0.1:{n.broker_port}" for n in self.nodes)
         self.wait_ready(self.n, alive=lambda: all(n.child and n.child.alive() for n in self.nodes))
+
+    def add_listener(self, name: str, ports: list[tuple[int, str]]) -> None:
+        """Before start(): a further plaintext listener on every node, binding `ports[i][0]` and advertising
+        `ports[i][1]` (host:port of a proxy in front of it). Kafka answers metadata with the addresses of the
+        listener a request came in on, so a client that bootstraps at the advertised addresses reaches every
+        broker through them, while producers and admin keep the direct PLAINTEXT listener."""
+        if len(ports) != self.n:
+            raise BackendError(f"listener {name}: {len(ports)} ports for {self.n} nodes")
+        self.listeners[name] = list(ports)
 
     def _java(self, node: Node, main: str, *args: str) -> list[str]:
         return ["java", f"-Xms{min(256, self.heap_mb)}m", f"-Xmx{self.heap_mb}m", "-XX:+UseG1GC",
@@ -156,5 +169,8 @@ class EmbeddedKafka(KafkaBackendBase):
             self.stop_node(node)
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "mode": "embedded", "bootstrap": self.bootstrap, "nodes": self.n,
-                "cluster_id": self.cluster_id}
+        out = {"kind": self.kind, "mode": "embedded", "bootstrap": self.bootstrap, "nodes": self.n,
+               "cluster_id": self.cluster_id}
+        if self.query_bootstrap:
+            out["query_bootstrap"] = self.query_bootstrap
+        return out

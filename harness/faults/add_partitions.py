@@ -1,0 +1,117 @@
+"""Partitions added mid-run, whose first records age out before the query sees them (as in Spark's own tests).
+
+CreatePartitions raises the topic to a new total; the fault then writes a few events into each new partition with
+its own idempotent producer (real events with ids the checker understands, logged as acked history in
+`producers/acks-fault-<k>.csv` under producer index FAULT_PRODUCER_BASE + k) and at once deletes them with
+DeleteRecords. The loss is exact: per new partition, [0, log start after). Producer processes reach the new
+partitions too once their metadata refreshes (keyed traffic goes through the client's partitioner).
+
+Spark notices a new partition when it plans the next batch. If that is after the deletion, the partition starts
+above 0: under failOnDataLoss=true the query fails with KAFKA_DATA_LOSS.ADDED_PARTITION_DOES_NOT_START_FROM_
+OFFSET_ZERO (declared only when no planned batch had the new partitions yet, read after the deletion), under false
+it logs a warning and reads from the new log start.
+"""
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from harness.faults import register
+from harness.faults.base import FAULT_PRODUCER_BASE, Fault, FaultError, FaultOptions, LossRange
+
+ADDED_PARTITION_LOSS = "KAFKA_DATA_LOSS.ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO"
+
+
+class AddPartitionsOptions(FaultOptions):
+    kind: Literal["add_partitions"] = "add_partitions"
+    to: int | None = Field(None, ge=2, description="new partition count of the topic")
+    add: int | None = Field(None, ge=1, description="partitions to add (instead of `to`)")
+    records: int = Field(5, ge=1, le=10_000, description="events written to each new partition, then deleted")
+
+    @model_validator(mode="after")
+    def _one_target(self):
+        if (self.to is None) == (self.add is None):
+            raise ValueError("give exactly one of `to` (new total) or `add` (partitions to add)")
+        if self.to is not None and (self.every_s is not None or (self.count or 1) > 1):
+            raise ValueError("`to` can be reached only once: repeat with `add` instead")
+        return self
+
+
+@register
+class AddPartitions(Fault):
+    kind = "add_partitions"
+    Options = AddPartitionsOptions
+    requires = "a Kafka backend"
+
+    def check(self, scenario) -> str | None:
+        if scenario.backend.kind != "kafka":
+            return "needs a Kafka backend"
+        if self.options.to is not None and self.options.to <= scenario.stream.partitions:
+            return f"to = {self.options.to} must exceed the stream's {scenario.stream.partitions} partitions"
+        return None
+
+    def inject(self, ctx) -> dict:
+        backend = ctx.backend
+        old = len(backend.end_offsets(ctx.stream))
+        total = self.options.to if self.options.to is not None else old + self.options.add
+        if total <= old:
+            raise FaultError(f"the topic already has {old} partitions (asked for {total})")
+        backend.add_partitions(ctx.stream, total)
+        new = list(range(old, total))
+        producer, path, written = self._write(ctx, new)
+        start = backend.start_offsets(ctx.stream)
+        cut = {p: written[p] for p in new}
+        after = backend.delete_records(ctx.stream, cut)
+        self.effect.loss = [LossRange(p, start[p], after[p]) for p in new if after[p] > start[p]]
+        planned = ctx.planned_offsets()  # read after the deletion: a batch planned from now on sees it
+        seen = sorted(p for p in new if p in planned)
+        if self.effect.loss and not seen and ctx.scenario.fail_on_data_loss:
+            self.effect.failure = ADDED_PARTITION_LOSS
+        return {"partitions_before": old, "partitions_after": total, "producer": producer, "ack_log": path,
+                "written_up_to": written, "log_start_before": {p: start[p] for p in new},
+                "log_start_after": {p: after[p] for p in new}, "query_planned_up_to": planned,
+                "new_partitions_already_planned": seen}
+
+    def _write(self, ctx, partitions: list[int]) -> tuple[int, str, dict[int, int]]:
+        """The fault's own events into `partitions`, acked into their own ack log; returns (producer index, log
+        path, per partition the offset after the fault's last event)."""
+        from confluent_kafka import Producer
+
+        from harness.backends.kafka.admin import CLIENT_LOG
+        from producers.event import encode
+        from producers.records import AckLog
+
+        out = ctx.run_dir / "producers"
+        out.mkdir(parents=True, exist_ok=True)
+        k = len(list(out.glob("acks-fault-*.csv")))
+        index, path = FAULT_PRODUCER_BASE + k, out / f"acks-fault-{k}.csv"
+        reports: list = []
+        config = dict(ctx.backend.producer_settings(), **{"enable.idempotence": True, "acks": "all",
+                                                           "linger.ms": 0, "logger": CLIENT_LOG})
+        producer = Producer(config)
+        seq = 0
+        for p in partitions:
+            for _ in range(self.options.records):
+                now = time.time()
+                producer.produce(ctx.stream, encode(index, seq, now), None, p,
+                                 on_delivery=lambda err, msg, s=seq, t=now: reports.append((s, t, err, msg)))
+                seq += 1
+        left = producer.flush(30)
+        log = AckLog(path, index)
+        rows, written, errors = [], {p: 0 for p in partitions}, []
+        for s, t, err, msg in sorted(reports, key=lambda r: r[0]):
+            ack_ms = f"{time.time() * 1000.0:.3f}"
+            latency_us = int((msg.latency() or 0.0) * 1e6)
+            if err is None:
+                rows.append(f"{s},{msg.partition()},{msg.offset()},{t * 1000.0:.3f},{ack_ms},{latency_us},\n")
+                written[msg.partition()] = max(written[msg.partition()], msg.offset() + 1)
+            else:
+                errors.append(err.name())
+                rows.append(f"{s},{msg.partition()},-1,{t * 1000.0:.3f},{ack_ms},{latency_us},{err.name()}\n")
+        log.write_rows(rows)
+        log.close()
+        if left or errors or len(reports) != seq:
+            raise FaultError(f"the fault's own events were not all acked: {left} unflushed, errors {errors}")
+        return index, str(path), written

@@ -1,0 +1,187 @@
+"""The Spark driver SIGKILLed mid-batch, restarted from the same checkpoint as a production supervisor would.
+
+Mid-batch means Spark has written the batch's offsets to the offset log (its write-ahead log) and not yet its
+commit: on restart it must re-run that batch with exactly the same offsets, and the file sink, which skips a
+batch id its own `_spark_metadata` log already has, keeps the output exactly-once. So nothing may be lost or
+duplicated. The fault waits (bounded) for such a moment, freezes the driver's process group (SIGSTOP) to confirm
+it, and kills it frozen, so the batch it records is the batch really cut. The helpers here (waiting for a running
+query, acting on a frozen driver) serve the other query-process faults too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Literal, TypeVar
+
+from pydantic import Field
+
+from harness.faults import register
+from harness.faults.base import Fault, FaultError, FaultOptions
+
+T = TypeVar("T")
+CATCH_UP = ("once", "availableNow")
+MIN_UPTIME_S = 5.0  # a fault on the query waits until the (restarted) query has run this long
+
+
+def needs_running_query(scenario) -> str | None:
+    """These faults act on the query while traffic flows; once/availableNow start it only after the traffic."""
+    if scenario.spark.trigger.kind in CATCH_UP:
+        return (f"needs a query running during the traffic (spark.trigger kind = \"processingTime\"); with "
+                f"{scenario.spark.trigger.kind!r} the query only starts after the traffic")
+    return None
+
+
+def wait_running(ctx, timeout: float, min_uptime_s: float = MIN_UPTIME_S) -> dict:
+    """Until the current query process has been running its query for `min_uptime_s` (a restarted one is past
+    its start-up and into its recovery batch, or beyond); returns its status."""
+    def ready():
+        query = ctx.query
+        if query is None or query.child is None or not query.child.alive():
+            return None
+        status = query.status()
+        if status.get("state") != "started" or time.time() - float(status.get("at", 0)) < min_uptime_s:
+            return None
+        return status
+
+    try:
+        return ctx.wait_for(ready, timeout, "the query to run", interval=0.1)
+    except TimeoutError as exc:
+        raise FaultError(f"{exc}; the query is {ctx.query.status().get('state') if ctx.query else 'absent'!r}"
+                         ) from None
+
+
+def batch_in_flight(ctx) -> int | None:
+    """The batch id the offset log holds beyond the commit log, if any."""
+    offsets, commits = ctx.offset_log(), ctx.commit_log()
+    if offsets and (not commits or offsets[-1] > commits[-1]):
+        return offsets[-1]
+    return None
+
+
+def last_progress_batch(ctx) -> int:
+    """batchId of the last StreamingQueryProgress on disk (-1 if none)."""
+    path = ctx.run_dir / "progress.jsonl"
+    try:
+        with open(path, "rb") as f:
+            start = f.seek(max(0, f.seek(0, os.SEEK_END) - 262_144))
+            lines = f.read().split(b"\n")
+    except OSError:
+        return -1
+    for line in reversed(lines[1:] if start else lines):  # a tail read may begin mid-line
+        try:
+            return int(json.loads(line)["batchId"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return -1
+
+
+@contextmanager
+def frozen(child):
+    """SIGSTOP the query's process group (driver JVM, executors, Python workers) until the block ends; a group
+    killed inside the block is left alone."""
+    _killpg(child.pid, signal.SIGSTOP)
+    try:
+        _wait_stopped(child.pid)
+        yield
+    finally:
+        if child.alive():
+            _killpg(child.pid, signal.SIGCONT)
+
+
+def act_when(ctx, state: Callable[[], T | None], timeout: float, action: Callable[[T], Any],
+             poll_s: float = 0.02) -> tuple[T, Any] | None:
+    """Run `action(value)` with the query frozen at a moment where `state()` returns a value (checked again while
+    frozen, so nothing moves in between); None if no such moment came within `timeout` seconds. `state` is polled
+    every `poll_s`: short moments (between two back-to-back batches) need a short poll."""
+    deadline = time.monotonic() + timeout
+    while True:
+        child = ctx.query.child if ctx.query else None
+        if child is None or not child.alive():
+            raise FaultError("the query process is not running")
+        if state() is not None:
+            with frozen(child):
+                value = state()
+                if value is not None:
+                    return value, action(value)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(poll_s)
+
+
+def _killpg(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_stopped(pgid: int, timeout: float = 2.0) -> None:
+    """SIGSTOP lands asynchronously: wait until every process of the group shows state T."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            leader = psutil.Process(pgid)
+            procs = [leader] + leader.children(recursive=True)
+            if all(p.status() in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE) for p in procs
+                   if _pgid(p.pid) == pgid):
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.005)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+class DriverKillOptions(FaultOptions):
+    kind: Literal["driver_kill"] = "driver_kill"
+    mid_batch_timeout_s: float = Field(10.0, ge=0, le=300, description=(
+        "wait this long for a batch in flight and kill then; 0 kills at once wherever the query is. With no "
+        "batch in flight in time the fault fails rather than pretend"))
+
+
+@register
+class DriverKill(Fault):
+    kind = "driver_kill"
+    Options = DriverKillOptions
+    requires = "a query running during the traffic"
+
+    def check(self, scenario) -> str | None:
+        return needs_running_query(scenario)
+
+    def inject(self, ctx) -> dict:
+        self.effect.query_down = True
+        status = wait_running(ctx, ctx.scenario.spark.start_timeout_s)
+        before = {"offset_log_last": (ctx.offset_log() or [None])[-1],
+                  "commit_log_last": (ctx.commit_log() or [None])[-1]}
+        timeout = self.options.mid_batch_timeout_s
+        if timeout == 0:
+            code = ctx.query.kill()
+            batch = batch_in_flight(ctx)  # the checkpoint as the dead driver left it
+            return {"mid_batch": batch is not None, "batch": batch, "exit_code": code,
+                    "query_started_at": status.get("at"), **before}
+        t0 = time.monotonic()
+        hit = act_when(ctx, lambda: batch_in_flight(ctx), timeout, lambda batch: ctx.query.kill())
+        if hit is None:
+            raise FaultError(f"no batch in flight within {timeout:g}s (offset log and commit log stayed level): "
+                             "the driver was not killed")
+        batch, code = hit
+        # the commit log after the kill proves the batch was cut before Spark could commit it
+        committed = (ctx.checkpoint / "commits" / str(batch)).exists()
+        planned_at = (ctx.checkpoint / "offsets" / str(batch)).stat().st_mtime
+        return {"mid_batch": not committed, "batch": batch, "offset_log_last": batch,
+                "recovery_batch": planned_at < float(status.get("at", 0)),  # planned by the process killed before
+                "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
+                "exit_code": code, "query_started_at": status.get("at"), "kills_so_far": ctx.query.kills}
+
+    def heal(self, ctx) -> dict:
+        return {}  # the runner's supervision restarts the query from its checkpoint

@@ -1,0 +1,130 @@
+"""One executor JVM SIGKILLed under `local-cluster[N,C,M]`, preferably while a batch is in flight.
+
+The driver lives on: the tasks the executor was running fail with ExecutorLostFailure and are retried elsewhere
+(spark.task.maxFailures, 4 outside local mode), and the standalone worker inside local-cluster launches a
+replacement executor. The batch completes once, so nothing may be lost or duplicated. Healing waits until the
+cluster has its N executors again (an error if no replacement comes) and records what the driver logged.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import time
+from typing import Literal
+
+from pydantic import Field
+
+from harness.faults import register
+from harness.faults.base import Fault, FaultError, FaultOptions
+from harness.faults.driver_kill import act_when, batch_in_flight, needs_running_query, wait_running
+
+LOCAL_CLUSTER = re.compile(r"^local-cluster\[(\d+),(\d+),(\d+)\]$")
+EXECUTOR_MAIN = "CoarseGrainedExecutorBackend"
+REPLACEMENT_TIMEOUT_S = 120.0
+
+
+class ExecutorKillOptions(FaultOptions):
+    kind: Literal["executor_kill"] = "executor_kill"
+    mid_batch_timeout_s: float = Field(10.0, ge=0, le=300, description=(
+        "wait this long for a batch in flight before killing (killed anyway after it; the detail says which)"))
+
+
+def executors(ctx) -> dict[int, str]:
+    """{pid: Spark executor id} of the executor JVMs under the query's driver."""
+    import psutil
+
+    query = ctx.query
+    if query is None or query.child is None or not query.child.alive():
+        return {}
+    out = {}
+    try:
+        procs = psutil.Process(query.child.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return {}
+    for proc in procs:
+        try:
+            argv = proc.cmdline()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+        if any(arg.endswith(EXECUTOR_MAIN) for arg in argv) and proc.status() != psutil.STATUS_ZOMBIE:
+            out[proc.pid] = argv[argv.index("--executor-id") + 1] if "--executor-id" in argv else "?"
+    return out
+
+
+@register
+class ExecutorKill(Fault):
+    kind = "executor_kill"
+    Options = ExecutorKillOptions
+    requires = "spark.master = local-cluster[N,C,M]"
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.killed: tuple[int, str] | None = None
+        self.expected = 0
+
+    def check(self, scenario) -> str | None:
+        if not LOCAL_CLUSTER.match(scenario.spark.master):
+            return (f"needs spark.master = \"local-cluster[N,1,1024]\" (separate executor JVMs to kill); got "
+                    f"{scenario.spark.master!r}, where executors live inside the driver")
+        return needs_running_query(scenario)
+
+    def inject(self, ctx) -> dict:
+        self.expected = int(LOCAL_CLUSTER.match(ctx.scenario.spark.master).group(1))
+        wait_running(ctx, ctx.scenario.spark.start_timeout_s)
+        try:
+            ctx.wait_for(lambda: len(executors(ctx)) >= self.expected, REPLACEMENT_TIMEOUT_S,
+                         f"{self.expected} executor JVMs", interval=0.5)
+        except TimeoutError as exc:
+            raise FaultError(f"{exc}; found {executors(ctx)}") from None
+        n = ctx.state["executor_kill_picks"] = ctx.state.get("executor_kill_picks", 0) + 1
+        rng = random.Random(f"{ctx.scenario.seed}:executor_kill:{n}")
+
+        def kill(batch):
+            found = executors(ctx)
+            pid = rng.choice(sorted(found))
+            os.kill(pid, signal.SIGKILL)
+            return pid, found[pid], found
+
+        t0 = time.monotonic()
+        hit = act_when(ctx, lambda: batch_in_flight(ctx), self.options.mid_batch_timeout_s, kill)
+        batch = None
+        if hit is None:  # no batch in flight in time: kill anyway, and say so
+            pid, executor_id, found = kill(None)
+        else:
+            batch, (pid, executor_id, found) = hit
+        self.killed = (pid, executor_id)
+        return {"pid": pid, "executor_id": executor_id, "executors": {str(k): v for k, v in found.items()},
+                "mid_batch": hit is not None, "batch": batch, "waited_s": round(time.monotonic() - t0, 3)}
+
+    def heal(self, ctx) -> dict:
+        if self.killed is None:
+            return {}
+        pid, executor_id = self.killed
+        t0 = time.monotonic()
+
+        def replaced():
+            now = executors(ctx)
+            return now if len(now) >= self.expected and pid not in now else None
+
+        try:
+            now = ctx.wait_for(replaced, REPLACEMENT_TIMEOUT_S, f"a replacement for executor {executor_id}",
+                               interval=0.5)
+        except TimeoutError as exc:
+            raise FaultError(f"{exc}; executors now {executors(ctx)}") from None
+        log = _driver_log_tail(ctx)
+        return {"replaced_after_s": round(time.monotonic() - t0, 2),
+                "executors": {str(k): v for k, v in now.items()},
+                "driver_log_lost_executor": len(re.findall(rf"Lost executor {re.escape(executor_id)}\b", log)),
+                "driver_log_lost_tasks": len(re.findall(r"Lost task .*ExecutorLostFailure", log))}
+
+
+def _driver_log_tail(ctx, limit: int = 4_000_000) -> str:
+    path = ctx.run_dir / "spark" / "driver.log"
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,171 @@
+"""The network between the query and the brokers misbehaves: latency, a bandwidth cap, connection resets, a
+blackhole. It happens in a TCP proxy (harness.netproxy, its own supervised process, started by `prepare` before
+the brokers so that their QUERY listener can advertise its ports); the query's consumers and admin client
+bootstrap there, producers and the harness's admin use the direct listener and are never touched.
+
+The effect declared is none: the query may stall and reconnect, but nothing acked may be lost or duplicated and
+the query must not fail. That is only certain while a cut (blackhole, reset with keep_resetting) stays below the
+query's Kafka timeouts (`kafkaConsumer.pollTimeoutMs`, `kafka.default.api.timeout.ms`): beyond them a task reading
+at the time fails and one not reading does not, so `check` refuses such a cut rather than guess.
+
+Every inject and heal records the proxy's counts per client role (executor consumers, the driver's admin client);
+the heal adds what changed since the inject, and a reset which clients it cut and which came back. A new client.id
+means a new Kafka client instance: that is how consumer re-creation shows (services/proxy/connections.jsonl has
+every connection: time, client id, role, broker index).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from harness.faults import register
+from harness.faults.base import Fault, FaultError, FaultOptions
+
+MODE_FIELDS = {"latency": "latency_ms", "bandwidth": "bytes_per_s"}
+
+
+class NetworkOptions(FaultOptions):
+    kind: Literal["network"] = "network"
+    mode: Literal["latency", "bandwidth", "reset", "blackhole"]
+    latency_ms: float | None = Field(None, gt=0, le=600_000, description="mode latency: added to every chunk, "
+                                                                         "each direction")
+    bytes_per_s: int | None = Field(None, ge=1024, description="mode bandwidth: cap per direction")
+    keep_resetting: bool = Field(False, description="mode reset: also reset every new connection until healed")
+
+    @model_validator(mode="after")
+    def _mode_fields(self):
+        need = MODE_FIELDS.get(self.mode)
+        if need and getattr(self, need) is None:
+            raise ValueError(f"mode = {self.mode!r} needs {need}")
+        for mode, name in MODE_FIELDS.items():
+            if mode != self.mode and getattr(self, name) is not None:
+                raise ValueError(f"{name} belongs to mode = {mode!r}, not {self.mode!r}")
+        if self.keep_resetting and self.mode != "reset":
+            raise ValueError(f"keep_resetting belongs to mode = 'reset', not {self.mode!r}")
+        return self
+
+
+@register
+class Network(Fault):
+    kind = "network"
+    Options = NetworkOptions
+    requires = "an embedded Kafka backend (the harness adds the proxied listener to its brokers)"
+
+    def __init__(self, options: FaultOptions):
+        super().__init__(options)
+        self.entry = uuid.uuid4().hex[:12]  # this injection's knobs in the proxy, cleared by its heal
+        self.before: dict | None = None  # the proxy's counts at the inject
+        self.cut: set[str] = set()  # clients whose connections a reset cut
+
+    def check(self, scenario) -> str | None:
+        if scenario.backend.kind != "kafka" or scenario.backend.mode != "embedded":
+            return "needs backend.kind = 'kafka' with mode = 'embedded' (the proxied listener is added to its brokers)"
+        o = self.options
+        if o.mode == "blackhole" or o.keep_resetting:
+            what = "blackhole" if o.mode == "blackhole" else "reset with keep_resetting"
+            held = o.heal_after_s
+            if held is None:
+                return f"a {what} needs duration_s or window (else it lasts until the drain)"
+            limit = _cut_off_limit_ms(scenario.spark.source_options)
+            if held * 1000 >= limit:
+                return (f"a {held:g} s {what} reaches the query's {limit:.0f} ms Kafka timeouts (kafkaConsumer."
+                        f"pollTimeoutMs, kafka.default.api.timeout.ms): a task reading then would fail, one not "
+                        f"reading would not, so the outcome cannot be judged; shorten it or raise those options")
+        return None
+
+    @classmethod
+    def prepare(cls, ctx, options) -> None:
+        """The proxy starts before the brokers: its ports are what the brokers' QUERY listener advertises."""
+        from harness.backends.kafka.embedded import free_port
+        from harness.netproxy import start_proxy
+
+        backend = ctx.backend
+        if not hasattr(backend, "add_listener"):
+            raise FaultError("the network fault needs the embedded Kafka backend")
+        ports = [free_port() for _ in range(ctx.scenario.backend.nodes)]
+        proxy = start_proxy(ctx.supervisor, ctx.run_dir / "services" / "proxy", [f"127.0.0.1:{p}" for p in ports])
+        backend.add_listener("QUERY", list(zip(ports, proxy.listen)))
+        backend.query_bootstrap = ",".join(proxy.listen)
+        ctx.state["netproxy"] = {"control": proxy.control, "listen": proxy.listen,
+                                 "upstream": [f"127.0.0.1:{p}" for p in ports], "pid": proxy.child.pid}
+        ctx.timeline.add("netproxy_ready", listen=proxy.listen, control=proxy.control)
+
+    def _call(self, ctx, op: str, **fields) -> dict:
+        from harness.netproxy import control
+
+        info = ctx.state.get("netproxy")
+        if not info:
+            raise FaultError("no network proxy in this run (Network.prepare did not run)")
+        return control(info["control"], {"op": op, **fields})
+
+    def inject(self, ctx) -> dict:
+        o = self.options
+        detail: dict = {"mode": o.mode}
+        if o.mode == "latency":
+            reply = self._call(ctx, "set", id=self.entry, latency_ms=o.latency_ms)
+            detail["latency_ms"] = o.latency_ms
+        elif o.mode == "bandwidth":
+            reply = self._call(ctx, "set", id=self.entry, bytes_per_s=o.bytes_per_s)
+            detail["bytes_per_s"] = o.bytes_per_s
+        elif o.mode == "blackhole":
+            reply = self._call(ctx, "set", id=self.entry, blackhole=True)
+        else:
+            if o.keep_resetting:
+                self._call(ctx, "set", id=self.entry, reset_new=True)
+            reply = self._call(ctx, "reset")
+            self.cut = {c for c in reply["reset_clients"] if c}
+            detail.update(reset_connections=reply["reset"], keep_resetting=o.keep_resetting,
+                          reset_clients=reply["reset_clients"], reset_by_role=_by_role(reply["reset_clients"]))
+        self.before = reply["stats"]
+        detail["proxy"] = _summary(self.before)
+        return detail
+
+    def heal(self, ctx) -> dict:
+        stats = self._call(ctx, "clear", id=self.entry)["stats"]
+        detail = {"proxy": _summary(stats)}
+        if self.before is not None:
+            detail["since_inject"] = since = _since(self.before, stats)
+            if self.options.mode == "reset":
+                back = sorted(c for c in self.cut if stats["by_client"].get(c, 0) > self.before["by_client"].get(c, 0))
+                since["reconnected_clients"] = back
+                since["reconnected_by_role"] = _by_role(dict.fromkeys(back, 1))
+        return detail
+
+
+def _summary(stats: dict) -> dict:
+    """Per role (executor, driver, other, unidentified): connections forwarded to a broker, distinct client ids
+    among them, connection attempts refused (reset on arrival); open connections, resets so far, bytes."""
+    return {"connections": stats["connections"], "clients": stats["clients"], "refused": stats["refused_by_role"],
+            "open": stats["open"], "reset": stats["reset"], "bytes": stats["bytes"]}
+
+
+def _since(before: dict, after: dict) -> dict:
+    """What changed while the fault was on: new connections and refused attempts per role, new client ids
+    (new Kafka client instances: a consumer Spark created afresh), bytes forwarded."""
+    def diff(key: str) -> dict:
+        return {k: after[key][k] - before[key].get(k, 0) for k in after[key]}
+
+    new_clients = sorted(set(after["by_client"]) - set(before["by_client"]))
+    return {"connections": diff("connections"), "refused": diff("refused_by_role"), "new_clients": new_clients,
+            "new_clients_by_role": _by_role(dict.fromkeys(new_clients, 1)), "bytes": diff("bytes")}
+
+
+def _by_role(counts: dict[str, int]) -> dict[str, int]:
+    from harness.netproxy import role
+
+    out: dict[str, int] = {}
+    for client_id, n in counts.items():
+        r = role(client_id or None)
+        out[r] = out.get(r, 0) + n
+    return out
+
+
+def _cut_off_limit_ms(source_options: dict) -> float:
+    """How long the query's clients wait on a silent network before giving up: an executor's poll
+    (kafkaConsumer.pollTimeoutMs, Spark's default spark.network.timeout = 120 s) and a driver admin call
+    (kafka.default.api.timeout.ms, Kafka's default 60 s); option names are case-insensitive as in Spark."""
+    opts = {k.lower(): v for k, v in source_options.items()}
+    return min(float(opts.get("kafkaconsumer.polltimeoutms", 120_000)),
+               float(opts.get("kafka.default.api.timeout.ms", 60_000)))

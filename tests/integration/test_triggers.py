@@ -1,0 +1,114 @@
+"""`once` and `availableNow`: the traffic goes first, then the query starts and catches up on the backlog (the
+runner's drain phase), and the verdict says whether it read everything. Each is one real run through the CLI,
+judged on what the run directory holds (Spark's own progress records, the timeline), and its result.json is
+checked against the typed model.
+
+Also here: a run whose judging breaks still leaves a result.json (verdict `unjudged`, with the reason) and the CLI
+exits non-zero.
+"""
+import json
+import math
+import socket
+import subprocess
+import sys
+from datetime import datetime
+
+import pytest
+
+from harness.result import SCHEMA_VERSION, RunResult
+from harness.jsonl import read_jsonl
+
+pytestmark = pytest.mark.integration
+
+
+def run(harness_env, out, scenario, *overrides, timeout=900):
+    argv = [sys.executable, "-m", "harness", "run", scenario, "--out", str(out)]
+    for o in overrides:
+        argv += ["--set", o]
+    proc = subprocess.run(argv, env=harness_env, capture_output=True, text=True, timeout=timeout)
+    result = json.loads((out / "result.json").read_text())
+    return proc, result
+
+
+def typed(result: dict) -> RunResult:
+    """result.json as written validates against the one typed model, and says which schema it follows."""
+    assert result["schema_version"] == SCHEMA_VERSION
+    model = RunResult.model_validate(result)
+    assert model.as_dict() == result
+    return model
+
+
+def batches_with_rows(out) -> list[dict]:
+    return [p for p in read_jsonl(out / "progress.jsonl") if p["numInputRows"] > 0]
+
+
+def assert_traffic_first(out):
+    """The query started only after the traffic ended, and its first batch ran after that."""
+    events = read_jsonl(out / "timeline.jsonl")
+    names = [e["event"] for e in events]
+    assert names.index("traffic_end") < names.index("query_started"), names
+    traffic_end = next(e["t"] for e in events if e["event"] == "traffic_end")
+    first = read_jsonl(out / "progress.jsonl")[0]
+    assert datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00")).timestamp() > traffic_end
+
+
+def test_available_now_catches_up_in_capped_batches(harness_env, tmp_path):
+    """The catch-up scenario, short: 15 s at 4,000 events/s is a backlog of 60,000 events, read by availableNow in
+    batches of at most maxOffsetsPerTrigger = 15,000."""
+    out = tmp_path / "catch-up"
+    proc, result = run(harness_env, out, "catch-up", "producers.duration_s=15")
+    assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]
+    typed(result)
+    c = result["counts"]
+    assert c["acked"] == c["delivered_unique"] == c["produced"] > 0 and c["lost"] == 0 and c["duplicates"] == 0
+    assert result["query"]["trigger"] == "availableNow" and result["query"]["final_state"] == "drained"
+    assert_traffic_first(out)
+    cap = 15000
+    batches = batches_with_rows(out)
+    assert sum(b["numInputRows"] for b in batches) == c["acked"]
+    assert all(b["numInputRows"] <= cap for b in batches), [b["numInputRows"] for b in batches]
+    assert len(batches) >= max(2, math.ceil(c["acked"] / cap))
+    check = next(x for x in result["checks"] if x["name"] == "batch_cap")
+    assert check["ok"] and f"{len(batches)} batches read rows" in check["detail"]
+    assert sum(result["end_offsets"].values()) == c["acked"]
+    assert result["lag_events"]["max"] >= c["acked"] * 0.9 and result["lag_events"]["final"] == 0
+
+
+def test_once_reads_the_whole_backlog_in_one_batch(harness_env, tmp_path):
+    """Trigger.Once ignores read limits: with maxOffsetsPerTrigger below the backlog it still reads everything in
+    one batch (a query that honoured the cap would stop after 5,000 rows, not drained, and the run would fail)."""
+    out = tmp_path / "once"
+    proc, result = run(harness_env, out, "steady", "producers.duration_s=15", "producers.max_backlog_s=10.0",
+                       'spark.trigger={kind="once"}', "spark.source_options.maxOffsetsPerTrigger=5000")
+    assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]
+    typed(result)
+    c = result["counts"]
+    assert c["acked"] == c["delivered_unique"] == 45000 and c["lost"] == 0 and c["duplicates"] == 0
+    assert result["query"]["trigger"] == "once" and result["query"]["final_state"] == "drained"
+    assert_traffic_first(out)
+    batches = batches_with_rows(out)
+    assert [b["numInputRows"] for b in batches] == [45000]
+    assert "batch_cap" not in {x["name"] for x in result["checks"]}
+
+
+def test_a_run_that_cannot_be_judged_still_writes_its_result_and_exits_non_zero(harness_env, tmp_path):
+    """The run directory holds a sink whose own log lists a Parquet file that is not there: judging cannot read
+    the sink. (The run itself is cut short without Spark: an external cluster that does not answer.)"""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    out = tmp_path / "unjudged"
+    (out / "sink" / "_spark_metadata").mkdir(parents=True)
+    missing = out / "sink" / "part-00000-missing.parquet"
+    (out / "sink" / "_spark_metadata" / "0").write_text(
+        "v1\n" + json.dumps({"path": missing.as_uri(), "size": 1, "isDir": False, "modificationTime": 1,
+                             "blockReplication": 1, "blockSize": 1, "action": "add"}) + "\n")
+    proc, result = run(harness_env, out, "steady", 'backend.mode="external"', f'backend.bootstrap_servers="{dead}"',
+                       timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    typed(result)
+    assert result["verdict"] == "unjudged"
+    assert "reading the sink" in result["unjudged_reason"] and missing.name in result["unjudged_reason"]
+    assert result["checks"][0]["name"] == "completed" and dead in result["checks"][0]["detail"]
+    assert "could not be judged" in (out / "report.md").read_text()
+    assert (out / "judge-error.txt").exists()
