@@ -70,7 +70,9 @@ class KafkaSender:
             latency_us = int((msg.latency() or 0.0) * 1e6)  # produce() call to delivery report
             partition = msg.partition()
             if err is None:
-                rows.append(f"{seq},{partition},{msg.offset()},{intended},{ack_ms},{latency_us},\n")
+                # acked without an offset (librdkafka: a retried send the broker already had): -1, "unknown"
+                offset = msg.offset()
+                rows.append(f"{seq},{partition},{-1 if offset is None else offset},{intended},{ack_ms},{latency_us},\n")
                 partitions.append(partition)
                 sizes.append(len(value))
                 latencies.append(latency_us)

@@ -2,9 +2,10 @@
 
 CreatePartitions raises the topic to a new total; the fault then writes a few events into each new partition with
 its own idempotent producer (real events with ids the checker understands, logged as acked history in
-`producers/acks-fault-<k>.csv` under producer index FAULT_PRODUCER_BASE + k) and at once deletes them with
-DeleteRecords. The loss is exact: per new partition, [0, log start after). Producer processes reach the new
-partitions too once their metadata refreshes (keyed traffic goes through the client's partitioner).
+`producers/acks-fault-<k>.csv` under producer index FAULT_PRODUCER_BASE + k) and at once deletes everything the
+new partitions hold with DeleteRecords (the producer processes may have reached them already: their metadata
+refreshes, and keyed traffic goes through the client's partitioner). The loss is exact: per new partition,
+[0, log start after); sends acked without an offset before the deletion are declared as possibly among it.
 
 Spark notices a new partition when it plans the next batch. If that is after the deletion, the partition starts
 above 0: under failOnDataLoss=true the query fails with KAFKA_DATA_LOSS.ADDED_PARTITION_DOES_NOT_START_FROM_
@@ -62,15 +63,18 @@ class AddPartitions(Fault):
         new = list(range(old, total))
         producer, path, written = self._write(ctx, new)
         start = backend.start_offsets(ctx.stream)
-        cut = {p: written[p] for p in new}
-        after = backend.delete_records(ctx.stream, cut)
+        ends = backend.end_offsets(ctx.stream)  # the fault's events, and any the producers put there already
+        after = backend.delete_records(ctx.stream, {p: ends[p] for p in new})
+        deleted = time.time()
         self.effect.loss = [LossRange(p, start[p], after[p]) for p in new if after[p] > start[p]]
+        # a send acked without its offset (-1 in the ack log) before the deletion may have been among them
+        self.effect.loss += [LossRange(p, -1, 0, acked_before_ms=deleted * 1000.0, exact=False) for p in new]
         planned = ctx.planned_offsets()  # read after the deletion: a batch planned from now on sees it
         seen = sorted(p for p in new if p in planned)
         if self.effect.loss and not seen and ctx.scenario.fail_on_data_loss:
             self.effect.failure = ADDED_PARTITION_LOSS
         return {"partitions_before": old, "partitions_after": total, "producer": producer, "ack_log": path,
-                "written_up_to": written, "log_start_before": {p: start[p] for p in new},
+                "written_up_to": written, "deleted_at": deleted, "log_start_before": {p: start[p] for p in new},
                 "log_start_after": {p: after[p] for p in new}, "query_planned_up_to": planned,
                 "new_partitions_already_planned": seen}
 
@@ -105,8 +109,9 @@ class AddPartitions(Fault):
             ack_ms = f"{time.time() * 1000.0:.3f}"
             latency_us = int((msg.latency() or 0.0) * 1e6)
             if err is None:
-                rows.append(f"{s},{msg.partition()},{msg.offset()},{t * 1000.0:.3f},{ack_ms},{latency_us},\n")
-                written[msg.partition()] = max(written[msg.partition()], msg.offset() + 1)
+                offset = -1 if msg.offset() is None else msg.offset()  # acked without its offset: unknown
+                rows.append(f"{s},{msg.partition()},{offset},{t * 1000.0:.3f},{ack_ms},{latency_us},\n")
+                written[msg.partition()] = max(written[msg.partition()], offset + 1)
             else:
                 errors.append(err.name())
                 rows.append(f"{s},{msg.partition()},-1,{t * 1000.0:.3f},{ack_ms},{latency_us},{err.name()}\n")

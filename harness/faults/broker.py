@@ -81,6 +81,10 @@ class Broker(Fault):
         if down:
             raise FaultError(f"broker(s) {down} already down or paused: a second one would leave fewer than "
                              "min.insync.replicas = 2 replicas and no KRaft quorum")
+        t0 = time.monotonic()
+        if self._wait_isr_full(ctx, t0, stable_s=0) is None:  # a replica still catching up counts as one down
+            raise FaultError(f"the ISR of {ctx.stream} is not full ({self._isr(ctx)}): one more broker down would "
+                             "leave fewer than min.insync.replicas = 2 replicas")
         node = self._choose(ctx)
         self.node = node
         self.effect.send_failures = self._sends_may_fail(ctx)
@@ -93,7 +97,7 @@ class Broker(Fault):
         else:
             backend.stop_node(node, hard=mode == "kill")
         return {"mode": mode, "node": node.node_id, "pid": child.pid, "leader_of": leading,
-                "exit_code": child.proc.returncode}
+                "exit_code": child.proc.returncode, "waited_for_full_isr_s": round(self.injected_at - t0, 2)}
 
     def _choose(self, ctx):
         nodes = ctx.backend.nodes
@@ -127,10 +131,10 @@ class Broker(Fault):
             time.sleep(hold)  # the schedule ran late: give the fault its full duration
             detail["held_s"] = round(hold, 2)
         detail["down_s"] = round(time.monotonic() - (self.injected_at or 0.0), 2)
-        try:  # the node is still out: these answers come from the others
-            detail["isr_before_heal"] = {str(k): v for k, v in self._isr(ctx).items()}
-        except Exception:  # noqa: BLE001 - informational only
-            pass
+        try:  # asked of the other nodes: a frozen one would leave the request hanging
+            detail["isr_before_heal"] = {str(k): v for k, v in self._isr(ctx, without=node.node_id).items()}
+        except Exception as exc:  # noqa: BLE001 - informational only
+            detail["isr_before_heal"] = f"unknown: {exc}"
         t0 = time.monotonic()
         if self.paused_pid is not None:
             try:
@@ -144,12 +148,29 @@ class Broker(Fault):
             detail["started_pid"] = node.child.pid
         else:
             return {"node": node.node_id, "already_up": True}
+        own = _admin_at(f"127.0.0.1:{node.broker_port}")
         try:
-            ctx.wait_for(lambda: self._registered(ctx, node.node_id), REJOIN_TIMEOUT_S,
-                         f"broker {node.node_id} to register again", interval=0.5)
+            ctx.wait_for(lambda: self._serving(own, node.node_id), REJOIN_TIMEOUT_S,
+                         f"broker {node.node_id} to serve again", interval=0.5)
         except TimeoutError as exc:
             raise FaultError(f"{exc} (see services/kafka/node-{node.node_id}/server.log)") from None
-        detail["registered_after_s"] = round(time.monotonic() - t0, 2)
+        detail["serving_after_s"] = round(time.monotonic() - t0, 2)
+        detail["isr_full_after_s"] = self._wait_isr_full(ctx, t0)
+        if detail["isr_full_after_s"] is None:
+            detail["isr"] = self._isr(ctx)
+        return detail
+
+    @staticmethod
+    def _serving(admin, node_id: int) -> bool:
+        """The node answers a metadata request itself (a restarted broker opens its port only once it is back in
+        the cluster, unfenced) and lists itself."""
+        try:
+            return node_id in admin.list_topics(timeout=5).brokers
+        except Exception:  # noqa: BLE001 - not yet answering: keep waiting
+            return False
+
+    def _wait_isr_full(self, ctx, t0: float, stable_s: float = ISR_STABLE_S) -> float | None:
+        """Seconds after t0 the ISR became full (and stayed so for `stable_s`); None if it did not."""
         full_since: list[float] = []
 
         def isr_full_for_a_while() -> bool:
@@ -157,26 +178,21 @@ class Broker(Fault):
                 full_since.clear()
                 return False
             full_since[:] = full_since or [time.monotonic()]
-            return time.monotonic() - full_since[0] >= ISR_STABLE_S
+            return time.monotonic() - full_since[0] >= stable_s
 
         try:
             ctx.wait_for(isr_full_for_a_while, ISR_TIMEOUT_S, "full ISR", interval=0.25)
-            detail["isr_full_after_s"] = round(full_since[0] - t0, 2)
         except TimeoutError:
-            detail["isr_full_after_s"] = None
-            detail["isr"] = self._isr(ctx)
-        return detail
+            return None
+        return round(full_since[0] - t0, 2)
 
     @staticmethod
-    def _registered(ctx, node_id: int) -> bool:
-        try:
-            return node_id in ctx.backend.admin().list_topics(timeout=5).brokers
-        except Exception:  # noqa: BLE001 - not yet answering: keep waiting
-            return False
-
-    @staticmethod
-    def _isr(ctx) -> dict[int, list[int]]:
-        md = ctx.backend.admin().list_topics(ctx.stream, timeout=5).topics[ctx.stream]
+    def _isr(ctx, without: int | None = None) -> dict[int, list[int]]:
+        admin = ctx.backend.admin()
+        if without is not None:  # a fresh client bootstrapped at the other nodes asks one of them
+            admin = _admin_at(",".join(f"127.0.0.1:{n.broker_port}" for n in ctx.backend.nodes
+                                       if n.node_id != without))
+        md = admin.list_topics(ctx.stream, timeout=10).topics[ctx.stream]
         return {p: sorted(pm.isrs) for p, pm in md.partitions.items()}
 
     @classmethod
@@ -199,3 +215,11 @@ def _up(node) -> bool:
     except psutil.NoSuchProcess:
         return False
 
+
+def _admin_at(bootstrap: str):
+    """A client of its own, bootstrapped at these nodes only, so its first requests go to one of them."""
+    from confluent_kafka.admin import AdminClient
+
+    from harness.backends.kafka.admin import client_config
+
+    return AdminClient(client_config(bootstrap))

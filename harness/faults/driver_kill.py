@@ -111,6 +111,13 @@ def act_when(ctx, state: Callable[[], T | None], timeout: float, action: Callabl
         time.sleep(poll_s)
 
 
+def _planned_at(ctx, batch: int) -> float:
+    try:
+        return (ctx.checkpoint / "offsets" / str(batch)).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def _killpg(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
@@ -145,7 +152,8 @@ def _pgid(pid: int) -> int | None:
 class DriverKillOptions(FaultOptions):
     kind: Literal["driver_kill"] = "driver_kill"
     mid_batch_timeout_s: float = Field(10.0, ge=0, le=300, description=(
-        "wait this long for a batch in flight and kill then; 0 kills at once wherever the query is. With no "
+        "wait this long for a batch the running process planned to be in flight and kill then, then as long again "
+        "for any batch in flight (the one a restarted query re-runs); 0 kills at once wherever the query is. With no "
         "batch in flight in time the fault fails rather than pretend"))
 
 
@@ -169,17 +177,25 @@ class DriverKill(Fault):
             batch = batch_in_flight(ctx)  # the checkpoint as the dead driver left it
             return {"mid_batch": batch is not None, "batch": batch, "exit_code": code,
                     "query_started_at": status.get("at"), **before}
-        t0 = time.monotonic()
-        hit = act_when(ctx, lambda: batch_in_flight(ctx), timeout, lambda batch: ctx.query.kill())
+        t0, started = time.monotonic(), float(status.get("at", 0))
+
+        def new_batch_in_flight():
+            """A batch this process planned itself (not the one it re-runs from the previous kill)."""
+            batch = batch_in_flight(ctx)
+            return batch if batch is not None and _planned_at(ctx, batch) >= started else None
+
+        kill = lambda batch: ctx.query.kill()  # noqa: E731
+        # rather a batch of its own; failing that, the recovery batch it is still re-running
+        hit = (act_when(ctx, new_batch_in_flight, timeout, kill)
+               or act_when(ctx, lambda: batch_in_flight(ctx), timeout, kill))
         if hit is None:
-            raise FaultError(f"no batch in flight within {timeout:g}s (offset log and commit log stayed level): "
+            raise FaultError(f"no batch in flight within {2 * timeout:g}s (offset log and commit log stayed level): "
                              "the driver was not killed")
         batch, code = hit
         # the commit log after the kill proves the batch was cut before Spark could commit it
         committed = (ctx.checkpoint / "commits" / str(batch)).exists()
-        planned_at = (ctx.checkpoint / "offsets" / str(batch)).stat().st_mtime
         return {"mid_batch": not committed, "batch": batch, "offset_log_last": batch,
-                "recovery_batch": planned_at < float(status.get("at", 0)),  # planned by the process killed before
+                "recovery_batch": _planned_at(ctx, batch) < started,  # planned by the process killed before
                 "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
                 "exit_code": code, "query_started_at": status.get("at"), "kills_so_far": ctx.query.kills}
 

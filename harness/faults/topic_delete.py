@@ -2,7 +2,8 @@
 
 Loss of the deleted generation is exact: every record it still held, [log start, end) per partition read at the
 moment of deletion, open-ended so that a record appended between that read and the deletion is covered too,
-limited to events acked before the deletion (`acked_before_ms`). With `recreate`, the topic comes back with the
+limited to events acked before the deletion (`acked_before_ms`). Sends acked without an offset (-1 in the ack
+log: librdkafka retried them and the broker already had them) are placed by partition and time only. With `recreate`, the topic comes back with the
 same partition count, replication and topic-level configs; `new_generation_ms` tells the checker that offsets
 restart there (order is judged per generation).
 
@@ -17,8 +18,11 @@ What Spark 4.2's Kafka source (`subscribe`) does, found by running it:
   fails with KAFKA_DATA_LOSS (PARTITION_OFFSET_CHANGED when planning, or a read of the missing offsets); declared
   only when certain: some partition's planned offset lies further above the new end than everything the
   producers are scheduled to send in the next minute. failOnDataLoss=false logs and carries on from the new end (a
-  range whose end is below its start is dropped), so the new generation's first records, up to the offset the
-  query had planned, may be skipped silently: declared as a bound, [0, planned) per partition, exact = False.
+  range whose end is below its start is dropped). Either way the new generation's first records may be skipped
+  silently, and further than the query had planned: an executor's consumer serves later batches from the records
+  it had already fetched from the old generation (up to a fetch's worth, max.partition.fetch.bytes) and only then
+  fetches from the new one, at offsets the new records are also at. Declared as a bound per partition, [0, the
+  old generation's end at deletion), exact = False; beyond it nothing of the new generation may be missing.
   Producers (idempotent confluent-kafka) hold their sends while the topic is gone and deliver them to the new
   one; no send fails unless the gap outlasts their message.timeout.ms.
 """
@@ -70,10 +74,11 @@ class TopicDelete(Fault):
     def inject(self, ctx) -> dict:
         backend, stream, s = ctx.backend, ctx.stream, ctx.scenario
         start = backend.start_offsets(stream)
-        ends = backend.end_offsets(stream)
         configs = {k: v for k, (v, topic_level) in backend.topic_configs(stream).items() if topic_level}
         replication = backend.topic_replication(stream)
         planned_before = ctx.planned_offsets()
+        reading = time.time()
+        ends = backend.end_offsets(stream)
         deleting = time.time()
         backend.delete_stream(stream)
         deleted = time.time()
@@ -82,7 +87,8 @@ class TopicDelete(Fault):
                   "query_committed_up_to": ctx.committed_offsets(), "deleted_at": deleted,
                   "topic_configs": configs, "replication": replication}
         if not self.options.recreate:
-            self.effect.loss = [LossRange(p, start[p], OPEN_END, acked_before_ms=deleted * 1000.0) for p in start]
+            self.effect.loss = [LossRange(p, lo, hi, acked_before_ms=deleted * 1000.0)
+                                for p in start for lo, hi in ((start[p], OPEN_END), (-1, 0))]  # -1: unknown
             self.effect.failure = KAFKA_CLIENT_ERROR
             self.effect.send_failures = deleted < traffic_end
             return detail
@@ -97,13 +103,21 @@ class TopicDelete(Fault):
         # old-generation events may report a little after the deletion; new-generation ones only after this
         self.effect.new_generation_ms = recreated * 1000.0
         self.effect.loss = [LossRange(p, start[p], OPEN_END, acked_before_ms=recreated * 1000.0) for p in start]
-        self.effect.loss += [LossRange(p, 0, o, exact=False) for p, o in sorted(planned.items()) if o > 0]
+        # the new generation's first offsets may be skipped up to where the old one ended (see above); it may have
+        # grown between reading its end and the deletion: by at most what was scheduled meanwhile (and linger)
+        grown = int(self._scheduled(s, reading - 0.1 - (ctx.traffic_start or reading), deleted - reading + 0.2)) + 1
+        skip_up_to = {p: max(ends.get(p, 0) + grown, planned.get(p, 0)) for p in sorted(set(ends) | set(planned))}
+        self.effect.loss += [LossRange(p, 0, o, exact=False) for p, o in skip_up_to.items() if o > 0]
+        # sends in flight at the deletion may be acked without their offset (-1 in the ack log; librdkafka retried
+        # them and the broker already had them), in either generation, until their timeout runs out
+        unknown_until = deleting * 1000.0 + _send_timeout_ms(s.producers.client)
+        self.effect.loss += [LossRange(p, -1, 0, acked_before_ms=unknown_until, exact=False) for p in start]
         refill = self._scheduled(s, recreated - (ctx.traffic_start or recreated), CERTAIN_WINDOW_S)
         behind = {p: o - new_ends.get(p, 0) for p, o in planned.items() if o - new_ends.get(p, 0) > refill}
         if behind and s.fail_on_data_loss:
             self.effect.failure = "KAFKA_DATA_LOSS"
         detail.update(recreated_at=recreated, new_end_offsets=new_ends, query_planned_at_recreation=planned,
-                      producers_may_refill=refill, behind_new_end=behind)
+                      new_generation_may_skip_up_to=skip_up_to, producers_may_refill=refill, behind_new_end=behind)
         return detail
 
     @staticmethod

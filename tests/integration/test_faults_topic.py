@@ -160,8 +160,8 @@ def test_topic_delete_fails_the_query_and_loses_exactly_the_unread_topic(harness
     assert c["lost"] == 0 and c["duplicates"] == 0 and no_duplicates_in_sink(out)
     inject = next(r for r in fault_rows(out) if r["action"] == "inject")
     d = inject["detail"]
-    # the whole topic went: every acked event the sink does not hold is lost with it
-    ranges = [(int(p), s, 2**63 - 1, d["deleted_at"] * 1000.0) for p, s in d["log_start"].items()]
+    # the whole topic went, with any send acked without an offset (-1)
+    ranges = [(int(p), -1, 2**63 - 1, d["deleted_at"] * 1000.0) for p in d["log_start"]]
     assert c["expected_lost"] > 0 and c["expected_lost"] == removed_and_undelivered(out, ranges)
     assert c["delivered_unique"] + c["expected_lost"] == c["acked"] and c["unread"] == 0
     assert sum(d["end_offsets"].values()) == c["acked"]  # deleted after the traffic: it held everything
@@ -180,14 +180,16 @@ def test_topic_recreate_keeps_running_into_the_new_topic(harness_env, tmp_path):
     acks, sink = acked(out), delivered(out)
     new = acks[acks["ack_ms"] >= new_gen_ms]
     assert len(new) > 0 and len(new.merge(sink[["producer", "seq"]], on=["producer", "seq"])) > 0
-    # old topic: exact; new topic: only below the offsets the query had planned may be missing
-    old_ranges = [(int(p), s, 2**63 - 1, new_gen_ms) for p, s in d["log_start"].items()]
+    # old topic: exact; new topic: only below where the old one ended may be missing (an executor serves batches
+    # from what it had fetched of the old topic before reading the new one at the same offsets)
+    old_ranges = [(int(p), -1, 2**63 - 1, new_gen_ms) for p in d["log_start"]]
     old_missing = removed_and_undelivered(out, old_ranges)
     assert old_missing > 0
     missing_new = new.merge(sink[["producer", "seq"]], how="left", indicator=True)
     missing_new = missing_new[missing_new["_merge"] == "left_only"]
-    planned = {int(p): o for p, o in d["query_planned_at_recreation"].items()}
-    assert all(o < planned.get(int(p), 0) for p, o in zip(missing_new["partition"], missing_new["offset"]))
+    bound = {int(p): o for p, o in d["new_generation_may_skip_up_to"].items()}
+    assert all(d["end_offsets"][p] <= bound[int(p)] < d["end_offsets"][p] + 1000 for p in d["end_offsets"])
+    assert all(o < bound[int(p)] for p, o in zip(missing_new["partition"], missing_new["offset"]))
     assert c["expected_lost"] == old_missing + len(missing_new)
     assert c["delivered_unique"] + c["expected_lost"] == c["acked"]
 
@@ -208,6 +210,7 @@ def test_add_partitions(harness_env, tmp_path, strict):
     assert (fault_acks["producer"] == 10_000).all() and (fault_acks["error"] == "").all()
     ranges = log_start_ranges({int(p): o for p, o in d["log_start_before"].items()},
                               {int(p): o for p, o in d["log_start_after"].items()})
+    ranges += [(int(p), -1, 0, d["deleted_at"] * 1000.0) for p in d["log_start_after"]]  # acked, offset unknown
     assert c["expected_lost"] >= 20 and c["expected_lost"] == removed_and_undelivered(out, ranges)
     assert checks(result)["producers_reported"]["ok"]
     if strict:
@@ -303,9 +306,16 @@ def test_topic_delete_and_recreate_on_the_broker(kafka, supervisor, tmp_path):
     assert kafka.topic_configs(stream)["retention.ms"] == ("7200000", True)
     e = fault.effect
     assert e.new_generation_ms == pytest.approx(detail["recreated_at"] * 1000.0)
-    assert [(r.partition, r.start, r.exact) for r in e.loss] == [(p, 0, True) for p in range(3)]
-    assert all(r.acked_before_ms == e.new_generation_ms for r in e.loss)
-    assert e.failure is None  # failOnDataLoss=false
+    old_gen = [r for r in e.loss if r.exact]
+    assert [(r.partition, r.start, r.acked_before_ms) for r in old_gen] == [(p, 0, e.new_generation_ms)
+                                                                            for p in range(3)]
+    # the new generation may be skipped up to where the old one ended (no traffic: nothing more), as a bound
+    assert [(r.partition, r.start, r.end, r.acked_before_ms) for r in e.loss if not r.exact and r.start == 0] == [
+        (p, 0, 11, None) for p in range(3)]
+    # sends acked without an offset (-1) are placed by partition and time only, as a bound
+    assert [(r.partition, r.start, r.end, r.exact) for r in e.loss if r.start < 0] == [(p, -1, 0, False)
+                                                                                      for p in range(3)]
+    assert e.failure is None and e.send_failures is False  # failOnDataLoss=false; traffic over
 
 
 def test_topic_delete_for_good_and_the_drain_sees_no_partitions(kafka, supervisor, tmp_path):
@@ -330,7 +340,8 @@ def test_add_partitions_writes_acked_events_and_deletes_them(kafka, supervisor, 
                                   "latency_us", "error"]
     assert sorted(zip(acks["partition"], acks["offset"])) == [(p, o) for p in (2, 3) for o in range(3)]
     assert (acks["producer"] == 10_000).all() and sorted(acks["seq"]) == list(range(6))
-    assert [(r.partition, r.start, r.end) for r in fault.effect.loss] == [(2, 0, 3), (3, 0, 3)]
+    assert [(r.partition, r.start, r.end, r.exact) for r in fault.effect.loss] == [
+        (2, 0, 3, True), (3, 0, 3, True), (2, -1, 0, False), (3, -1, 0, False)]
     assert detail["log_start_after"] == {2: 3, 3: 3}
     from harness.checker import load_acks  # the checker sees the fault's events as acked history
 

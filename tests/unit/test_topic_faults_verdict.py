@@ -190,3 +190,14 @@ def test_a_recreated_topic_is_judged_per_generation(tmp_path):
     state = write_run(other, {"acks-0.csv": old + new}, sink[:-1], effect, {"state": "drained", "exit_code": 0})
     result = judge(scenario(events=12), other, state)
     assert result.counts.lost == 1 and result.verdict == "fail"
+
+
+def test_an_event_acked_without_its_offset_is_placed_by_partition_and_time_only(tmp_path):
+    """librdkafka may ack a retried send with no offset (-1 in the ack log). A `[-1, 0)` range excuses such an
+    event on its partition if it was acked in time; later, or on another partition, it is lost."""
+    events = [(0, 0, 0, 0, T0 + 1), (0, 1, 0, -1, T0 + 2), (0, 2, 1, -1, T0 + 2), (0, 3, 0, -1, T0 + 9)]
+    effect = {"loss": [{"partition": 0, "start": -1, "end": 0, "acked_before_ms": (T0 + 5) * 1000, "exact": False}]}
+    state = write_run(tmp_path, {"acks-0.csv": events}, [(0, 0, 0, 0)], effect, {"state": "drained", "exit_code": 0})
+    result = judge(scenario(events=4), tmp_path, state)
+    assert (result.counts.expected_lost, result.counts.lost) == (1, 2)
+    assert result.lost_by_partition == {"0": 1, "1": 1}
