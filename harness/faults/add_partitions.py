@@ -71,7 +71,8 @@ class AddPartitions(Fault):
         self.effect.loss += [LossRange(p, -1, 0, acked_before_ms=deleted * 1000.0, exact=False) for p in new]
         planned = ctx.planned_offsets()  # read after the deletion: a batch planned from now on sees it
         seen = sorted(p for p in new if p in planned)
-        if self.effect.loss and not seen and ctx.scenario.fail_on_data_loss:
+        removed = any(after[p] > start[p] for p in new)
+        if removed and not seen and ctx.scenario.fail_on_data_loss:
             self.effect.failure = ADDED_PARTITION_LOSS
         return {"partitions_before": old, "partitions_after": total, "producer": producer, "ack_log": path,
                 "written_up_to": written, "deleted_at": deleted, "log_start_before": {p: start[p] for p in new},

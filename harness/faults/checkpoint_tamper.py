@@ -8,7 +8,9 @@ polled every few milliseconds and the driver frozen to confirm), then, before th
 - `orphan_offsets`: a new `offsets/N+1` is written in Spark's format (version line, batch metadata with a fresh
   batch timestamp, the broker's current end offsets as the source line) with no commit, so the restarted query
   runs batch N+1 from the write-ahead log instead of planning one itself.
-Nothing may be lost or duplicated. The detail names the batch, so a test can find the re-run in progress.jsonl.
+Nothing may be lost or duplicated. The detail names the batch and its offsets, so the re-run can be found in the
+checkpoint, the sink's log and progress.jsonl (a progress line may be missing: listeners are asynchronous and a
+kill right after a batch takes its line with it).
 """
 from __future__ import annotations
 

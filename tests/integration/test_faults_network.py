@@ -108,6 +108,7 @@ def test_a_real_consumer_rides_out_a_reset_and_a_blackhole(proxied):
         consumer.close()
 
 
+@pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget
 def test_network_scenario_passes_and_counts_reconnections(harness_env, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "run", "network", "--out", str(out),

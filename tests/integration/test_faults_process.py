@@ -71,7 +71,7 @@ def test_bad_fault_settings_are_refused_with_a_reason(name, override, words):
 
 @pytest.mark.parametrize("name, old, new, words", [
     ("broker-kill", 'mode = "kill"', 'mode = "kill"\nnode = 4', "node = 4 but the cluster has 3 nodes"),
-    ("checkpoint-replay", 'mode = "drop_last_commit"', 'mode = "drop_everything"', "drop_last_commit"),
+    ("checkpoint-replay", 'mode = "orphan_offsets"', 'mode = "drop_everything"', "drop_last_commit"),
 ])
 def test_bad_fault_options_name_the_field(tmp_path, name, old, new, words):
     path = scenario_copy(tmp_path, name, old, new)
@@ -115,6 +115,7 @@ def test_crash_recovery_driver_killed_mid_batch_loses_and_duplicates_nothing(har
     check_driver_kills(out, result, 2)
 
 
+@pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget
 def test_checkpoint_replay_reruns_batches_and_the_sink_stays_exactly_once(harness_env, tmp_path):
     out = tmp_path / "replay"
     result = run_scenario("checkpoint-replay", out, harness_env, "producers.duration_s=30")
@@ -139,16 +140,31 @@ def test_checkpoint_replay_reruns_batches_and_the_sink_stays_exactly_once(harnes
     assert len([p for p in runs if started_at(p) > t]) <= 1
     assert all(source_end(p) == planned for p in runs), runs
 
-    # orphan_offsets (first, while traffic flows): batch N+1 ran once, from the write-ahead entry the fault wrote
-    # (the broker's end offsets then), with exactly the records between the two entries
+    # orphan_offsets (first, while traffic flows): the sink's batch N+1 holds exactly the records between the
+    # entry the fault copied and the one it wrote (the broker's end offsets then): Spark ran it from that entry
     t, m = orphan["injected_at"], orphan["detail"]["inject_rerun_batch"]
-    written = {k: int(v) for k, v in orphan["detail"]["inject_rerun_offsets"].items()}
-    previous = {k: int(v) for k, v in orphan["detail"]["inject_previous_offsets"].items()}
-    [run] = [p for p in batches if p["batchId"] == m]
-    assert started_at(run) > t
-    assert source_start(run) == previous and source_end(run) == written
-    assert run["numInputRows"] == sum(written[p] - previous[p] for p in written) > 0
+    written = {int(k): int(v) for k, v in orphan["detail"]["inject_rerun_offsets"].items()}
+    previous = {int(k): int(v) for k, v in orphan["detail"]["inject_previous_offsets"].items()}
+    rows = sink_batch_rows(sink_log / str(m))
+    assert len(rows) == sum(written[p] - previous[p] for p in written) > 0
+    for part, offsets in rows.groupby("partition")["offset"]:
+        assert (offsets.min(), offsets.max() + 1, offsets.nunique()) == (
+            previous[part], written[part], written[part] - previous[part]), part
     assert (checkpoint / "commits" / str(m)).stat().st_mtime > t
+    for p in (p for p in batches if p["batchId"] == m):  # its progress, if the next kill left it on disk
+        assert source_start(p) == {str(k): v for k, v in previous.items()}
+        assert source_end(p) == {str(k): v for k, v in written.items()}
+
+
+def sink_batch_rows(log_file):
+    """The (partition, offset) rows of the data files one `_spark_metadata/<batch>` entry lists."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    paths = [json.loads(line)["path"].removeprefix("file://") for line in log_file.read_text().splitlines()[1:]
+             if line.strip()]
+    frames = [pq.read_table(path, columns=["partition", "offset"]).to_pandas() for path in paths]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"partition": [], "offset": []})
 
 
 # -- slow: three brokers, two executor JVMs --------------------------------------------------------------------

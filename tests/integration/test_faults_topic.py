@@ -115,6 +115,7 @@ def test_ageout_fails_with_data_loss_and_the_loss_is_what_the_broker_removed(har
     assert c["delivered_unique"] + c["expected_lost"] + c["unread"] == c["acked"] == len(acked(out))
 
 
+@pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget
 def test_ageout_lenient_keeps_running_and_loses_exactly_what_was_removed(harness_env, tmp_path):
     out = tmp_path / "ageout-lenient"
     result, proc = run_scenario("ageout-lenient", out, harness_env, "producers.duration_s=15")

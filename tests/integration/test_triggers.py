@@ -74,6 +74,7 @@ def test_available_now_catches_up_in_capped_batches(harness_env, tmp_path):
     assert result["lag_events"]["max"] >= c["acked"] * 0.9 and result["lag_events"]["final"] == 0
 
 
+@pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget
 def test_once_reads_the_whole_backlog_in_one_batch(harness_env, tmp_path):
     """Trigger.Once ignores read limits: with maxOffsetsPerTrigger below the backlog it still reads everything in
     one batch (a query that honoured the cap would stop after 5,000 rows, not drained, and the run would fail)."""
