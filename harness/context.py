@@ -6,7 +6,6 @@ timeline. Anything a fault needs to know about the query's position it reads her
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,7 @@ from harness.backends.base import Backend
 from harness.config import Scenario
 from harness.console import Console
 from harness.spark import checkpoint as ckpt
-from harness.supervisor import Supervisor
+from harness.supervisor import Supervisor, wait_until
 from harness.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -57,11 +56,4 @@ class RunContext:
         return {int(p): o for p, o in ckpt.planned(self.checkpoint).get(self.stream, {}).items()}
 
     def wait_for(self, predicate, timeout: float, what: str, interval: float = 0.05):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-            time.sleep(interval)
+        return wait_until(predicate, timeout, interval, what)

@@ -26,7 +26,7 @@ from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate
 from reports.lag import lag_series, lag_summary
-from reports.report import batch_stats, rate_accuracy, skew_section
+from reports.report import batch_stats, parse_offsets, rate_accuracy, skew_section
 
 SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
 EVENT_RULES = {"no_loss", "no_duplicates", "offsets_match", "no_unacked_deliveries", "order", "drained"}
@@ -193,17 +193,9 @@ def _batch_cap_check(scenario: Scenario, progress: list[dict]) -> list[Check]:
 
 def _partitions_read(progress: dict) -> int:
     """Partitions a batch advanced (its sources' start and end offsets; a first batch has no start)."""
-    def offsets(value) -> dict:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return {}
-        return value if isinstance(value, dict) else {}
-
     n = 0
     for source in progress.get("sources") or []:
-        start, end = offsets(source.get("startOffset")), offsets(source.get("endOffset"))
+        start, end = parse_offsets(source.get("startOffset")), parse_offsets(source.get("endOffset"))
         for stream, parts in end.items():
             if not isinstance(parts, dict):
                 continue

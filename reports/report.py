@@ -13,7 +13,7 @@ from producers.skew import skew_figures
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
 
-def _offsets(value) -> dict[str, dict[str, int]]:
+def parse_offsets(value) -> dict[str, dict[str, int]]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -24,7 +24,7 @@ def _offsets(value) -> dict[str, dict[str, int]]:
 
 def _lag(source: dict) -> int | None:
     """Rows available but not yet read after this batch: latestOffset - endOffset, summed over partitions."""
-    latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
+    latest, end = parse_offsets(source.get("latestOffset")), parse_offsets(source.get("endOffset"))
     if not latest or not end:
         return None
     total = 0
