@@ -86,11 +86,11 @@ def test_age_out_by_sequence_number_and_time(emu):
 
 
 def test_retention_expires_events(emu):
-    hub = "retention"  # 1 s retention
+    hub = "retention"  # 3 s retention
     with producer(emu, hub) as p:
         p.send_batch([EventData("old")], partition_id="0")
         assert _props(emu, hub)["retained_events"] == 1
-        assert wait_for(lambda: _props(emu, hub)["retained_events"] == 0, 5)
+        assert wait_for(lambda: _props(emu, hub)["retained_events"] == 0, 10)
         p.send_batch([EventData("new")], partition_id="0")
         props = p.get_partition_properties("0")
         assert props["beginning_sequence_number"] == 1
