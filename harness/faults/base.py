@@ -118,5 +118,15 @@ class Fault:
         return {}
 
 
+def kafka_partitions_problem(scenario, partitions: list[int] | None) -> str | None:
+    """For faults that act on chosen partitions of a Kafka topic: why the scenario cannot carry them, or None."""
+    if scenario.backend.kind != "kafka":
+        return "needs a Kafka backend"
+    bad = [p for p in partitions or [] if not 0 <= p < scenario.stream.partitions]
+    if bad:
+        return f"partitions {bad} out of range for {scenario.stream.partitions} partitions"
+    return None
+
+
 class FaultError(RuntimeError):
     """A fault could not be applied; the run records it and fails (a half-applied fault is never hidden)."""

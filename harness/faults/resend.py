@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultError, FaultOptions
+from harness.faults.base import Fault, FaultError, FaultOptions, kafka_partitions_problem
 
 
 class ResendOptions(FaultOptions):
@@ -32,12 +32,7 @@ class Resend(Fault):
     requires = "a Kafka backend"
 
     def check(self, scenario) -> str | None:
-        if scenario.backend.kind != "kafka":
-            return "needs a Kafka backend"
-        bad = [p for p in self.options.partitions or [] if not 0 <= p < scenario.stream.partitions]
-        if bad:
-            return f"partitions {bad} out of range for {scenario.stream.partitions} partitions"
-        return None
+        return kafka_partitions_problem(scenario, self.options.partitions)
 
     def inject(self, ctx) -> dict:
         backend = ctx.backend
