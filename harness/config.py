@@ -76,7 +76,9 @@ class ProducersSpec(Strict):
     keys: KeysSpec = Field(default_factory=lambda: {"kind": "uniform", "count": 1000})
     payload: PayloadSpec = Field(default_factory=dict)
     client: dict[str, Scalar] = Field(default_factory=dict, description="confluent-kafka producer settings")
-    max_backlog_s: float = Field(1.0, gt=0, le=3600, description="pacer backlog cap: no catch-up storms")
+    max_backlog_s: float = Field(10.0, gt=0, le=3600, description=(
+        "events due longer ago than this are skipped (counted, judged); later ones are sent late, latency "
+        "still measured from their intended time"))
 
 
 class TriggerSpec(Strict):

@@ -79,7 +79,7 @@ def test_once_reads_the_whole_backlog_in_one_batch(harness_env, tmp_path):
     """Trigger.Once ignores read limits: with maxOffsetsPerTrigger below the backlog it still reads everything in
     one batch (a query that honoured the cap would stop after 5,000 rows, not drained, and the run would fail)."""
     out = tmp_path / "once"
-    proc, result = run(harness_env, out, "steady", "producers.duration_s=15", "producers.max_backlog_s=10.0",
+    proc, result = run(harness_env, out, "steady", "producers.duration_s=15",
                        'spark.trigger={kind="once"}', "spark.source_options.maxOffsetsPerTrigger=5000")
     assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]
     typed(result)
