@@ -134,9 +134,10 @@ def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected: Expectations | N
     unacked = first.merge(acked_ids, on=ids, how="left", indicator=True)
     delivered_unacked = int((unacked["_merge"] == "left_only").sum())
 
-    # Event Hubs sends report no offset (-1): there only the partition can be compared
-    offset_known = delivered["offset"] >= 0
-    misplaced = int(((delivered["partition"] != delivered["partition_sink"])
+    # Event Hubs sends report no offset (-1): there only the partition can be compared, and round-robin sends
+    # not even that (-1)
+    offset_known, partition_known = delivered["offset"] >= 0, delivered["partition"] >= 0
+    misplaced = int(((partition_known & (delivered["partition"] != delivered["partition_sink"]))
                      | (offset_known & (delivered["offset"] != delivered["offset_sink"]))).sum())
 
     # Order per producer, partition and generation (a recreated topic restarts its offsets), by the offsets the

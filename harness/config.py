@@ -2,8 +2,9 @@
 
 A scenario names the backend, the stream, the traffic (producers), the Spark query and the checks. Options that
 belong to a real connector (Spark's Kafka source options, Spark conf, confluent-kafka producer settings, topic
-configs) are passed through verbatim so production settings can be pasted in; Spark source option names are
-still checked against the connector's list, so `maxOffsetPerTrigger` is an error rather than a silent no-op.
+configs, the Event Hubs connector's `eventhubs.*` options) are passed through verbatim so production settings can
+be pasted in; source option names are still checked against the connector's list (the backend's, found by
+`backend.kind` in harness.backends), so `maxOffsetPerTrigger` is an error rather than a silent no-op.
 """
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness.backends import spec_union
+from harness.backends.kafka.spec import KafkaSpec
 from harness.faults import options_union
 from harness.paths import SCENARIOS_DIR
 from producers.rates import make_rate
@@ -32,39 +35,15 @@ class Strict(BaseModel):
 
 Scalar = Union[str, int, float, bool]
 
-# Spark's Kafka source options (connector/kafka-0-10-sql, KafkaSourceProvider); `kafka.*` go to the consumer.
-SPARK_KAFKA_SOURCE_OPTIONS = [
-    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp",
-    "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
-    "groupIdPrefix", "includeHeaders"]
-_KNOWN_OPTIONS = {o.lower() for o in SPARK_KAFKA_SOURCE_OPTIONS}  # Spark reads option names case-insensitively
-
 
 def _stringify(options: dict[str, Scalar]) -> dict[str, str]:
     return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in options.items()}
 
 
-class BackendSpec(Strict):
-    kind: Literal["kafka"] = "kafka"
-    mode: Literal["embedded", "external", "container"] = "embedded"
-    nodes: int = Field(1, ge=1, le=5, description="embedded broker nodes (3 for broker-kill faults)")
-    heap_mb: int = Field(512, ge=128, le=4096)
-    bootstrap_servers: str | None = Field(None, description="required with mode = external")
-    broker: dict[str, Scalar] = Field(default_factory=dict, description="extra server.properties (embedded)")
-
-    @model_validator(mode="after")
-    def _external_needs_bootstrap(self):
-        if self.mode == "external" and not self.bootstrap_servers:
-            raise ValueError("mode = 'external' needs bootstrap_servers = 'host:port,...'")
-        return self
-
-
 class StreamSpec(Strict):
     name: str = Field("events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
     partitions: int = Field(8, ge=1, le=1024)
-    config: dict[str, Scalar] = Field(default_factory=dict, description="topic configs, verbatim")
+    config: dict[str, Scalar] = Field(default_factory=dict, description="topic configs / hub settings")
 
 
 class ProducersSpec(Strict):
@@ -75,7 +54,7 @@ class ProducersSpec(Strict):
     rate: RateSpec
     keys: KeysSpec = Field(default_factory=lambda: {"kind": "uniform", "count": 1000})
     payload: PayloadSpec = Field(default_factory=dict)
-    client: dict[str, Scalar] = Field(default_factory=dict, description="confluent-kafka producer settings")
+    client: dict[str, Scalar] = Field(default_factory=dict, description="producer client settings (confluent-kafka / the Event Hubs sender)")
     max_backlog_s: float = Field(10.0, gt=0, le=3600, description=(
         "events due longer ago than this are skipped (counted, judged); later ones are sent late, latency "
         "still measured from their intended time"))
@@ -100,20 +79,6 @@ class SparkSpec(Strict):
     start_timeout_s: float = Field(180.0, gt=0)
     drain_timeout_s: float = Field(180.0, gt=0)
 
-    @field_validator("source_options")
-    @classmethod
-    def _known_source_options(cls, options: dict[str, Scalar]) -> dict[str, Scalar]:
-        for key in options:
-            low = key.lower()
-            if low.startswith("kafka."):
-                continue
-            if low not in _KNOWN_OPTIONS:
-                raise ValueError(f"{key!r} is not a Spark Kafka source option; allowed: kafka.<consumer setting> or "
-                                 + ", ".join(sorted(SPARK_KAFKA_SOURCE_OPTIONS)))
-            if low in {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.servers"}:
-                raise ValueError(f"{key!r} is set by the harness from [stream] and [backend]")
-        return options
-
 
 class ChecksSpec(Strict):
     max_lost: int = Field(0, ge=0, description="acked events allowed to be missing beyond expected loss")
@@ -128,12 +93,25 @@ class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str = ""
     seed: int = 1
-    backend: BackendSpec = Field(default_factory=BackendSpec)
+    backend: spec_union() = Field(default_factory=KafkaSpec)  # type: ignore[valid-type]
     stream: StreamSpec = Field(default_factory=StreamSpec)
     producers: ProducersSpec
     spark: SparkSpec = Field(default_factory=SparkSpec)
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     faults: list[options_union()] = Field(default_factory=list, description="[[faults]]: harness.faults")  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _backend_options(self):
+        """Source options and stream config are the backend's to judge (each connector has its own names)."""
+        try:
+            self.backend.check_source_options(self.spark.source_options)
+        except ValueError as exc:
+            raise ValueError(f"spark.source_options: {exc}") from None
+        try:
+            self.backend.check_stream_config(self.stream.config)
+        except ValueError as exc:
+            raise ValueError(f"stream.config: {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _faults_fit(self):
@@ -262,7 +240,8 @@ def format_errors(path: Path | str, exc: ValidationError, model: type[BaseModel]
             msg = error_message(err)
             if "input" in err and not isinstance(err["input"], dict):
                 msg += f" (got {err['input']!r})"
-        lines.append(f"{path}: {field_path(err['loc'])}: {msg}")
+        where = field_path(err["loc"]) if err["loc"] else ""  # a whole-scenario check names its fields itself
+        lines.append(f"{path}: {where + ': ' if where else ''}{msg}")
     return "\n".join(lines)
 
 

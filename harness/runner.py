@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness import atomic
+from harness.backends import make_backend
 from harness.backends.base import Backend
 from harness.config import Scenario, load_scenario
 from harness.console import Console
@@ -45,24 +46,6 @@ class RunOutcome:
     exit_code: int
 
 
-def make_backend(scenario: Scenario) -> Backend:
-    spec = scenario.backend
-    if spec.kind == "kafka":
-        if spec.mode == "embedded":
-            from harness.backends.kafka.embedded import EmbeddedKafka
-
-            return EmbeddedKafka(nodes=spec.nodes, heap_mb=spec.heap_mb,
-                                 broker_config={k: str(v) for k, v in spec.broker.items()})
-        if spec.mode == "external":
-            from harness.backends.kafka.external import ExternalKafka
-
-            return ExternalKafka(spec.bootstrap_servers or "")
-        from harness.backends.kafka.container import ContainerKafka
-
-        return ContainerKafka()
-    raise ValueError(f"unsupported backend {spec.kind}")
-
-
 def new_run_dir(name: str, out: Path | None) -> Path:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -83,7 +66,8 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
     console.info(f"run directory: {run_dir}")
     t0 = time.time()
     with Supervisor(uuid.uuid4().hex) as sup:
-        ctx = RunContext(scenario, run_dir, sup, Timeline(run_dir / "timeline.jsonl"), make_backend(scenario),
+        ctx = RunContext(scenario, run_dir, sup, Timeline(run_dir / "timeline.jsonl"),
+                         make_backend(scenario.backend, scenario.stream),
                          console, state={"drained": False, "drain_detail": "not reached", "error": None,
                                          "interrupted": False, "backend": {}, "end_offsets": {},
                                          "scenario_dir": str(path.parent.resolve())})
@@ -117,7 +101,7 @@ def start_backend(ctx: RunContext) -> None:
     s = ctx.scenario
     for kind in dict.fromkeys(f.kind for f in s.faults):
         FAULTS[kind].prepare(ctx, [f for f in s.faults if f.kind == kind])
-    with ctx.console.step("starting Kafka" if ctx.backend.kind == "kafka" else "starting the backend"):
+    with ctx.console.step(s.backend.starting_title()):
         ctx.backend.start(ctx.run_dir, ctx.supervisor)
         ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})
     ctx.state["backend"] = ctx.backend.describe()
@@ -126,9 +110,9 @@ def start_backend(ctx: RunContext) -> None:
 
 def start_query(ctx: RunContext) -> None:
     s = ctx.scenario
-    fmt, options = ctx.backend.spark_source(s.stream.name, s.source_options())
     ctx.query = SparkQueryProcess(
-        ctx.run_dir, ctx.supervisor, backend=ctx.backend.kind, fmt=fmt, options=options, master=s.spark.master,
+        ctx.run_dir, ctx.supervisor, source=ctx.backend.spark_source(s.stream.name, s.source_options()),
+        master=s.spark.master,
         conf=s.spark_conf(), trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
         output_mode=s.spark.output_mode, driver_memory=s.spark.driver_memory, query=s.spark.query,
         query_params=s.spark.query_params,
@@ -273,7 +257,8 @@ def _producer_job(scenario: Scenario, backend: Backend) -> dict:
     settings = backend.producer_settings()
     settings.update(p.client)
     return {
-        "backend": backend.kind, "stream": scenario.stream.name, "partitions": scenario.stream.partitions,
+        "backend": backend.kind, "sender": scenario.backend.sender, "placement": scenario.backend.placement,
+        "stream": scenario.stream.name, "partitions": scenario.stream.partitions,
         "settings": settings, "processes": p.processes, "users": p.users, "batch_size": p.batch_size,
         "duration_s": p.duration_s, "max_backlog_s": p.max_backlog_s, "seed": scenario.seed,
         "rate": p.rate.model_dump(mode="json"), "keys": p.keys.model_dump(mode="json"),

@@ -1,9 +1,14 @@
 """Event Hubs side of a producer process: the unmodified azure-eventhub SDK (sync client, cooperative under gevent).
 
-Keys are placed the way the service places partition keys (`harness.partitioning.eventhubs_partition_for_key`),
-and events are sent in batches to that partition id, so a batch can hold many keys; events with no key go round
-robin. One batch per partition is in flight at a time, which keeps per-partition order for the checker. The SDK
-does not return offsets on send, so acked rows carry offset -1 (the checker then compares partitions only).
+How events are addressed is the scenario's choice (`[backend] send`):
+- `partition_key`: each batch carries one partition key and the service hashes it, as production senders do;
+  consecutive events with the same key share a batch. The ack names the partition the key hashes to
+  (`harness.partitioning`, checked against published vectors), so the checker sees any placement the service
+  got wrong.
+- `partition_id`: the same hash done here, events batched per partition id (many keys per batch: cheaper).
+- `round_robin`: no key, no partition; the service spreads the batches. The ack's partition is unknown (-1).
+Events wait in one lane per partition (one lane in round robin) and a lane has one send in flight at a time, so
+each partition receives a producer's events in sequence order. The SDK returns no offsets: acks carry -1.
 """
 from __future__ import annotations
 
@@ -18,46 +23,79 @@ from producers.kafka_sender import event_fields
 from producers.records import AckLog, SecondStats
 
 LINGER_S = 0.005
+SEND_MODES = ("partition_key", "partition_id", "round_robin")
 
 
 class EventHubsSender:
     name = "eventhubs"
 
     def __init__(self, hub: str, settings: dict, acks: AckLog, stats: SecondStats, partitions: int):
+        self.mode = settings.get("send", "partition_key")
+        if self.mode not in SEND_MODES:
+            raise ValueError(f"send must be one of {', '.join(SEND_MODES)}, got {self.mode!r}")
         self.client = EventHubProducerClient.from_connection_string(
             settings["connection_string"], eventhub_name=hub, retry_total=int(settings.get("retry_total", 3)))
         self.partitions = partitions
         self.acks = acks
         self.stats = stats
-        self.pending: list[deque] = [deque() for _ in range(partitions)]
-        self.in_flight = [0] * partitions
+        lanes = 1 if self.mode == "round_robin" else partitions
+        self.pending: list[deque] = [deque() for _ in range(lanes)]
+        self.in_flight = [0] * lanes  # a greenlet is draining the lane
+        self.sending = [0] * lanes  # events in the batch on the wire
         self.greenlets: set = set()
         self.rr = 0
         self.max_batch = int(settings.get("max_batch_events", 1000))
 
+    @classmethod
+    def from_job(cls, job: dict, acks: AckLog, stats: SecondStats) -> "EventHubsSender":
+        return cls(job["stream"], job["settings"], acks, stats, int(job["partitions"]))
+
     def send(self, value: bytes, key: bytes | None, partition: int | None, headers: list | None = None) -> None:
-        if partition is None:
-            if key is not None:
-                partition = eventhubs_partition_for_key(key.decode(), self.partitions)
-            else:
-                partition = self.rr
-                self.rr = (self.rr + 1) % self.partitions
-        self.pending[partition].append((value, time.time(), headers))
-        if len(self.pending[partition]) >= self.max_batch and not self.in_flight[partition]:
-            self._flush(partition)
+        if self.mode == "round_robin":
+            lane = 0
+        elif partition is not None:
+            lane = partition
+        elif key is not None:
+            lane = eventhubs_partition_for_key(key.decode(), self.partitions)
+        else:
+            lane = self.rr
+            self.rr = (self.rr + 1) % self.partitions
+        self.pending[lane].append((value, time.time(), headers, key if partition is None else None))
+        if len(self.pending[lane]) >= self.max_batch and not self.in_flight[lane]:
+            self._start(lane)
 
     def service(self) -> None:
         now = time.time()
-        for p, queue in enumerate(self.pending):
-            if queue and not self.in_flight[p] and (len(queue) >= self.max_batch or now - queue[0][1] >= LINGER_S):
-                self._flush(p)
+        for lane, queue in enumerate(self.pending):
+            if queue and not self.in_flight[lane] and (len(queue) >= self.max_batch or now - queue[0][1] >= LINGER_S):
+                self._start(lane)
 
-    def _flush(self, partition: int) -> None:
-        queue = self.pending[partition]
-        batch = self.client.create_batch(partition_id=str(partition))
+    def _start(self, lane: int) -> None:
+        self.in_flight[lane] = 1
+        g = gevent.spawn(self._drain, lane)
+        self.greenlets.add(g)
+        g.link(self.greenlets.discard)
+
+    def _drain(self, lane: int) -> None:
+        """Send the lane's queue in order, batch after batch, until it is empty."""
+        queue = self.pending[lane]
+        try:
+            while queue:
+                self._send_one(lane, queue)
+        finally:
+            self.in_flight[lane] = 0
+
+    def _send_one(self, lane: int, queue: deque) -> None:
+        key = queue[0][3] if self.mode == "partition_key" else None
+        if self.mode == "round_robin":
+            batch = self.client.create_batch()
+        elif key is not None:
+            batch = self.client.create_batch(partition_key=key.decode())
+        else:
+            batch = self.client.create_batch(partition_id=str(lane))
         events = []
-        while queue and len(events) < self.max_batch:
-            value, produced, headers = queue[0]
+        while queue and len(events) < self.max_batch and (key is None or queue[0][3] == key):
+            value, produced, headers, _ = queue[0]
             data = EventData(value)
             if headers:
                 data.properties = {k: v for k, v in headers}
@@ -67,29 +105,24 @@ class EventHubsSender:
                 break
             events.append(queue.popleft())
         if not events:
-            value, produced, _ = queue.popleft()  # larger than any batch: fails on its own
-            self._record(partition, [(value, produced, None)], "EventDataTooLarge")
+            self._record(lane, [queue.popleft()], "EventDataTooLarge")  # larger than any batch: fails on its own
             return
-        self.in_flight[partition] = len(events)
-        g = gevent.spawn(self._send, partition, batch, events)
-        self.greenlets.add(g)
-        g.link(self.greenlets.discard)
-
-    def _send(self, partition: int, batch, events: list) -> None:
+        self.sending[lane] = len(events)
         try:
             self.client.send_batch(batch)
             error = None
         except Exception as exc:  # every SDK failure is recorded by its class, never swallowed
             error = type(exc).__name__
         finally:
-            self.in_flight[partition] = 0
-        self._record(partition, events, error)
+            self.sending[lane] = 0
+        self._record(lane, events, error)
 
-    def _record(self, partition: int, events: list, error: str | None) -> None:
+    def _record(self, lane: int, events: list, error: str | None) -> None:
+        partition = -1 if self.mode == "round_robin" else lane
         now = time.time()
         ack_ms = f"{now * 1000.0:.3f}"
         rows, latencies = [], []
-        for value, produced, _ in events:
+        for value, produced, _, _ in events:
             seq, intended = event_fields(value)
             latency_us = int((now - produced) * 1e6)
             latencies.append(latency_us)
@@ -101,15 +134,19 @@ class EventHubsSender:
             self.stats.on_acks([partition] * len(events), [len(e[0]) for e in events], latencies, now)
 
     def outstanding(self) -> int:
-        return sum(len(q) for q in self.pending) + sum(self.in_flight)
+        return sum(len(q) for q in self.pending) + sum(self.sending)
 
     def abandon(self) -> None:
         """Events never handed to the SDK are failed; batches in flight are left to finish or fail."""
-        for p, queue in enumerate(self.pending):
-            if queue:
-                self._record(p, list(queue), "NotSentBeforeExit")
+        for lane, queue in enumerate(self.pending):
+            if queue and not self.in_flight[lane]:
+                self._record(lane, list(queue), "NotSentBeforeExit")
                 queue.clear()
 
     def close(self) -> None:
         gevent.joinall(list(self.greenlets), timeout=10)
+        for lane, queue in enumerate(self.pending):
+            if queue:  # a lane still sending when time ran out
+                self._record(lane, list(queue), "NotSentBeforeExit")
+                queue.clear()
         self.client.close()

@@ -43,6 +43,10 @@ class KafkaSender:
         self.acks = acks
         self.stats = stats
 
+    @classmethod
+    def from_job(cls, job: dict, acks: AckLog, stats: SecondStats) -> "KafkaSender":
+        return cls(job["stream"], job["settings"], acks, stats)
+
     def send(self, value: bytes, key: bytes | None, partition: int | None, headers: list | None = None) -> None:
         while True:
             try:

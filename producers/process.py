@@ -12,6 +12,7 @@ batch, once its numbers are taken, is also sent whole even when locust stops the
 """
 from __future__ import annotations
 
+import importlib
 import json
 import signal
 import sys
@@ -38,15 +39,11 @@ from pydantic import TypeAdapter  # noqa: E402
 
 
 def make_sender(job: dict, acks: AckLog, stats: SecondStats):
-    if job["backend"] == "kafka":
-        from producers.kafka_sender import KafkaSender
+    """The backend's sender (its `module:Class` comes with the job, from harness.backends)."""
+    from harness.backends import spec_for
 
-        return KafkaSender(job["stream"], job["settings"], acks, stats)
-    if job["backend"] == "eventhubs":
-        from producers.eventhubs_sender import EventHubsSender
-
-        return EventHubsSender(job["stream"], job["settings"], acks, stats, int(job["partitions"]))
-    raise ValueError(f"no producer for backend {job['backend']!r}")
+    module, _, name = (job.get("sender") or spec_for(job["backend"]).sender).partition(":")
+    return getattr(importlib.import_module(module), name).from_job(job, acks, stats)
 
 
 class Shared:
@@ -65,7 +62,7 @@ class Shared:
         self.pacer = TokenPacer(rate, self.start, share=1.0 / job["processes"], max_backlog_s=job["max_backlog_s"])
         seed = int(job["seed"]) * 1009 + index
         self.keys = make_key_chooser(TypeAdapter(KeysSpec).validate_python(job["keys"]), job["partitions"], seed,
-                                     backend=job["backend"])
+                                     backend=job.get("placement") or job["backend"])
         self.payloads = PayloadSource(TypeAdapter(PayloadSpec).validate_python(job["payload"]), seed)
         self.acks = AckLog(out / f"acks-{index}.csv", index)
         self.stats = SecondStats(out / f"stats-{index}.jsonl")

@@ -1,20 +1,63 @@
-"""The one interface every messaging system implements (Kafka now, Event Hubs through the emulator).
+"""The one interface every messaging system implements (Kafka; Event Hubs through the emulator or a namespace).
 
 The runner only speaks this interface: start the service, make the stream (topic / hub), tell producers how to
-connect, tell Spark which source and options to use, and report the end of each partition so the query can drain.
-Fault injectors get at the service through the concrete backend.
+connect, tell Spark which source to read (format, options, jars, data sources to register, how its rows become
+the harness's event columns), and report the end of each partition so the query can drain. Fault injectors get at
+the service through the concrete backend.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 from harness.supervisor import Supervisor
 
 
 class BackendError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class SparkSource:
+    """What the query process needs to read a stream: `spark.readStream.format(format).options(**options)`, with
+    `jars` (artifact sets of harness.jvm) on the classpath, Python data sources (`module:Class`) registered first,
+    and `normalise` (`module:function`) turning the source's rows into the event columns (harness.queries)."""
+
+    format: str
+    options: dict[str, str]
+    normalise: str
+    jars: tuple[str, ...] = ()
+    data_sources: tuple[str, ...] = ()
+
+    def as_job(self) -> dict:
+        return {"format": self.format, "options": dict(self.options), "normalise": self.normalise,
+                "data_sources": list(self.data_sources)}
+
+
+class BackendSpec(BaseModel):
+    """A `[backend]` table. Subclasses add `kind: Literal[...]` and their own fields."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    sender: ClassVar[str]  # `module:Class` of the producer-side sender (producers/)
+    placement: ClassVar[str]  # how keys map to partitions (harness.partitioning), for skewed key choice
+
+    def build(self, stream) -> "Backend":
+        """The backend for this table; `stream` is the scenario's [stream] (name, partitions, config)."""
+        raise NotImplementedError
+
+    def check_source_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError naming the option when a Spark source option is not the connector's."""
+
+    def check_stream_config(self, config: dict[str, Any]) -> None:
+        """Raise ValueError naming the key when `[stream.config]` holds what this backend cannot apply."""
+
+    def starting_title(self) -> str:
+        return f"starting {self.kind}"  # type: ignore[attr-defined]
 
 
 class Backend(ABC):
@@ -37,12 +80,16 @@ class Backend(ABC):
         """JSON-able settings a producer process needs to connect (merged with the scenario's client settings)."""
 
     @abstractmethod
-    def spark_source(self, stream: str, options: dict[str, str]) -> tuple[str, dict[str, str]]:
-        """(format, options) for `spark.readStream`, the user's options passed through verbatim."""
+    def spark_source(self, stream: str, options: dict[str, str]) -> SparkSource:
+        """How the query reads `stream`, the user's options passed through verbatim."""
 
     @abstractmethod
     def end_offsets(self, stream: str) -> dict[int, int]:
         """Per partition, the position just after the last event (what a drained query must have read)."""
+
+    @abstractmethod
+    def start_offsets(self, stream: str) -> dict[int, int]:
+        """Per partition, the position of the first event still retained."""
 
     def close_clients(self) -> None:
         """Close the clients the harness itself holds (admin, watermarks); the service keeps running."""

@@ -365,7 +365,7 @@ class AmqpConnection(asyncio.Protocol):
                         offered = Array(Symbol, [Symbol(RUNTIME_METRIC)])
             except AddressError as exc:
                 error = ("amqp:not-found", str(exc))
-        self._send_attach(link, offered)
+        self._send_attach(link, offered, refused=error is not None and kind == KIND_HUB)
         if error is not None:
             self.detach(link, *error)
             return
@@ -374,14 +374,20 @@ class AmqpConnection(asyncio.Protocol):
         elif kind == KIND_HUB:
             self.broker.receiver_attached(link)
 
-    def _send_attach(self, link, offered) -> None:
+    def _send_attach(self, link, offered, refused: bool = False) -> None:
         is_out = isinstance(link, OutLink)
+        source = link.source if link.source is not None else Described(ULong(P.SOURCE), [None] * 11)
+        target = link.target if link.target is not None else Described(ULong(P.TARGET), [None] * 7)
+        if refused:
+            if is_out:
+                source = None
+            else:
+                target = None
         self.send(link.session.channel, P.ATTACH, [
             link.name, UInt(link.handle), not is_out,
             link.snd_settle_mode if link.snd_settle_mode is not None else UByte(2),
             link.rcv_settle_mode if link.rcv_settle_mode is not None else UByte(0),
-            link.source if link.source is not None else Described(ULong(P.SOURCE), [None] * 11),
-            link.target if link.target is not None else Described(ULong(P.TARGET), [None] * 7),
+            source, target,
             None, False, UInt(0) if is_out else None, ULong(self.broker.cfg.max_message_size), offered, None,
             None,
         ])

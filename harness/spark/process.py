@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from harness.backends.base import SparkSource
 from harness.jvm.artifacts import resolve
 from harness.supervisor import Child, Supervisor
 
@@ -35,8 +36,7 @@ BASE_CONF = {
 
 
 class SparkQueryProcess:
-    def __init__(self, run_dir: Path, supervisor: Supervisor, *, backend: str, fmt: str, options: dict[str, str],
-                 master: str, conf: dict[str, str], trigger: dict, sink: str = "parquet",
+    def __init__(self, run_dir: Path, supervisor: Supervisor, *, source: SparkSource, master: str, conf: dict[str, str], trigger: dict, sink: str = "parquet",
                  output_mode: str = "append", driver_memory: str = "1g", query_name: str = "query_under_test",
                  query: str = "passthrough", query_params: dict | None = None, python_path: list[str] | None = None):
         self.run_dir = run_dir
@@ -47,7 +47,7 @@ class SparkQueryProcess:
         self.sink_path = run_dir / "sink"
         self.spark_dir.mkdir(parents=True, exist_ok=True)
         self.control.mkdir(parents=True, exist_ok=True)
-        jars = [str(j) for j in resolve("spark-kafka")] if backend == "kafka" else []
+        jars = [str(j) for name in source.jars for j in resolve(name)]
         full_conf = dict(BASE_CONF)
         full_conf["spark.driver.memory"] = driver_memory
         full_conf["spark.local.dir"] = str(self.spark_dir / "tmp")
@@ -55,7 +55,7 @@ class SparkQueryProcess:
             full_conf["spark.jars"] = ",".join(jars)
         full_conf.update(conf)
         self.job = {
-            "run_dir": str(run_dir), "backend": backend, "format": fmt, "options": options, "master": master,
+            "run_dir": str(run_dir), **source.as_job(), "master": master,
             "conf": full_conf, "trigger": trigger, "sink": sink, "output_mode": output_mode,
             "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),

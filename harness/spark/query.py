@@ -140,10 +140,12 @@ def run(job_path: Path) -> int:
 
 def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
     from harness.queries import resolve
-    from harness.spark.events import to_events
+    from harness.spark.events import load
 
+    for path in job.get("data_sources", []):
+        spark.dataSource.register(load(path))
     df = spark.readStream.format(job["format"]).options(**job["options"]).load()
-    out = resolve(job["query"]).function(to_events(df, job["backend"]), dict(job.get("query_params") or {}))
+    out = resolve(job["query"]).function(load(job["normalise"])(df), dict(job.get("query_params") or {}))
     writer = (out.writeStream.format(job["sink"]).outputMode(job["output_mode"]).queryName(job["query_name"])
               .option("checkpointLocation", job["checkpoint"]).option("path", job["sink_path"]))
     trigger = job["trigger"]

@@ -9,7 +9,7 @@ from harness.backends.kafka.admin import client_config
 from harness.checker import load_acks
 from harness.partitioning import kafka_partition_for_key
 from harness.queries import resolve
-from harness.spark.events import to_events
+from harness.spark.events import from_kafka
 from producers.fleet import ProducerFleet
 
 pytestmark = pytest.mark.integration
@@ -74,7 +74,7 @@ def test_spark_kafka_source_reads_and_parses_the_events(produced, kafka, spark):
     topic, out, _ = produced
     df = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
           .option("subscribe", topic).option("startingOffsets", "earliest").load())
-    rows = resolve("passthrough").function(to_events(df, "kafka"), {}).select("producer", "seq", "partition", "offset", "intended_ms").collect()
+    rows = resolve("passthrough").function(from_kafka(df), {}).select("producer", "seq", "partition", "offset", "intended_ms").collect()
     assert len(rows) == 6000
     acks = load_acks(out).set_index(["producer", "seq"])
     for r in rows[:500]:

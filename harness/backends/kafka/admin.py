@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.backends.base import Backend, BackendError
+from harness.backends.base import Backend, BackendError, SparkSource
 
 
 CLIENT_LOG = logging.getLogger("harness.kafka.client")
@@ -94,10 +94,10 @@ class KafkaBackendBase(Backend):
     def producer_settings(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap}
 
-    def spark_source(self, stream: str, options: dict[str, str]) -> tuple[str, dict[str, str]]:
+    def spark_source(self, stream: str, options: dict[str, str]) -> SparkSource:
         opts = {"kafka.bootstrap.servers": self.query_bootstrap or self.bootstrap, "subscribe": stream}
         opts.update(options)
-        return "kafka", opts
+        return SparkSource("kafka", opts, normalise="harness.spark.events:from_kafka", jars=("spark-kafka",))
 
     _watermarks: Consumer | None = None
     _watermarks_lock = threading.Lock()

@@ -1,0 +1,96 @@
+"""What both Event Hubs backends share: partition positions read through the SDK, the producers' settings and
+the Spark source (the project's PySpark data source, harness.spark.eventhubs).
+
+Positions are sequence numbers (what the source checkpoints): a partition's end is its last enqueued sequence
+number + 1, its start the first one still retained.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from harness.backends.base import Backend, BackendError, SparkSource
+
+
+def with_entity(connection_string: str, hub: str) -> str:
+    """The namespace's connection string naming `hub` (EntityPath), as the connector expects it."""
+    parts = [p for p in connection_string.strip().strip(";").split(";") if p and not p.startswith("EntityPath=")]
+    return ";".join(parts + [f"EntityPath={hub}"])
+
+
+def starting_positions(hub: str, seq_numbers: dict[int, int]) -> str:
+    """`eventhubs.startingPositions` in the connector's JSON shape: from these sequence numbers on, inclusive."""
+    return json.dumps({json.dumps({"ehName": hub, "partitionId": p}, separators=(",", ":")):
+                       {"offset": None, "seqNo": seq, "enqueuedTime": None, "isInclusive": True}
+                       for p, seq in sorted(seq_numbers.items())})
+
+
+class EventHubsBackendBase(Backend):
+    kind = "eventhubs"
+    send_mode = "partition_key"
+
+    def __init__(self) -> None:
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._created_at: dict[str, dict[int, int]] = {}  # stream -> end positions when the run began
+
+    def connection_string(self) -> str:  # the namespace's, without EntityPath
+        raise NotImplementedError
+
+    # -- positions ---------------------------------------------------------------------------------------------
+    def _consumer(self, hub: str):
+        from azure.eventhub import EventHubConsumerClient
+
+        with self._lock:
+            client = self._clients.get(hub)
+            if client is None:
+                client = self._clients[hub] = EventHubConsumerClient.from_connection_string(
+                    self.connection_string(), consumer_group="$Default", eventhub_name=hub, retry_total=3)
+            return client
+
+    def partition_properties(self, hub: str) -> dict[int, dict]:
+        client = self._consumer(hub)
+        try:
+            ids = client.get_partition_ids()
+            return {int(p): client.get_partition_properties(p) for p in ids}
+        except Exception as exc:  # noqa: BLE001 - the SDK's errors have many classes; say which hub failed
+            raise BackendError(f"cannot read the partitions of event hub {hub!r}: {type(exc).__name__}: {exc}") \
+                from exc
+
+    def end_offsets(self, stream: str) -> dict[int, int]:
+        return {p: int(props["last_enqueued_sequence_number"]) + 1
+                for p, props in self.partition_properties(stream).items()}
+
+    def start_offsets(self, stream: str) -> dict[int, int]:
+        out = {}
+        for p, props in self.partition_properties(stream).items():
+            end = int(props["last_enqueued_sequence_number"]) + 1
+            out[p] = end if props.get("is_empty") else int(props["beginning_sequence_number"])
+        return out
+
+    def close_clients(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing a client whose service is gone
+                pass
+
+    # -- producers and Spark -----------------------------------------------------------------------------------
+    def producer_settings(self) -> dict[str, Any]:
+        return {"connection_string": self.connection_string(), "send": self.send_mode}
+
+    def remember_start(self, hub: str) -> None:
+        self._created_at[hub] = self.end_offsets(hub)
+
+    def spark_source(self, stream: str, options: dict[str, str]) -> SparkSource:
+        opts = {"eventhubs.connectionString": with_entity(self.connection_string(), stream)}
+        if not any(k.lower() in ("eventhubs.startingposition", "eventhubs.startingpositions") for k in options):
+            # read from where the hub stood when the run began: what the producers send, nothing older
+            start = self._created_at.get(stream) or self.end_offsets(stream)
+            opts["eventhubs.startingPositions"] = starting_positions(stream, start)
+        opts.update(options)
+        return SparkSource("eventhubs", opts, normalise="harness.spark.events:from_eventhubs",
+                           data_sources=("harness.spark.eventhubs:EventHubsDataSource",))

@@ -1,0 +1,109 @@
+"""The project's Event Hubs emulator as the run's backend: its own supervised process on loopback (free ports),
+configured with the scenario's hub, driven by its HTTP control API for faults (harness.emulator.control)."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from harness import atomic
+from harness.backends.base import BackendError
+from harness.backends.eventhubs.common import EventHubsBackendBase
+from harness.supervisor import Child, Supervisor
+
+
+class EmulatedEventHubs(EventHubsBackendBase):
+    def __init__(self, hub: str, partitions: int, hub_config: dict[str, Any] | None = None,
+                 consumer_groups: list[str] | None = None, send: str = "partition_key"):
+        super().__init__()
+        self.hub = hub
+        self.partitions = partitions
+        self.hub_config = dict(hub_config or {})
+        self.consumer_groups = list(consumer_groups or [])
+        self.send_mode = send
+        self.child: Child | None = None
+        self.supervisor: Supervisor | None = None
+        self._conn = ""
+        self.control_url = ""
+
+    def connection_string(self) -> str:
+        return self._conn
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def config_json(self) -> dict:
+        entity = {"Name": self.hub, "PartitionCount": self.partitions,
+                  "ConsumerGroups": [{"Name": g} for g in self.consumer_groups]}
+        entity.update(self.hub_config)
+        return {"UserConfig": {"NamespaceConfig": [{"Type": "EventHub", "Name": "emulatorNs1",
+                                                    "Entities": [entity]}]}}
+
+    def start(self, run_dir: Path, supervisor: Supervisor, timeout: float = 30.0) -> None:
+        home = run_dir / "services" / "eventhubs"
+        home.mkdir(parents=True, exist_ok=True)
+        config, log = home / "Config.json", home / "emulator.log"
+        atomic.write_json(config, self.config_json())
+        log.unlink(missing_ok=True)
+        self.supervisor = supervisor
+        self.child = supervisor.spawn("eventhubs-emulator", [
+            sys.executable, "-m", "harness.emulator", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
+            "--config", str(config)], log_path=log)
+        deadline = time.monotonic() + timeout
+        while not (self._conn and self.control_url):
+            if not self.child.alive():
+                raise BackendError(f"the Event Hubs emulator exited during start-up:\n{_tail(log)}")
+            if time.monotonic() > deadline:
+                raise BackendError(f"the Event Hubs emulator did not report its ports within {timeout:.0f}s")
+            for line in _lines(log):
+                if line.startswith("connection_string="):
+                    self._conn = line.split("=", 1)[1]
+                elif line.startswith("control="):
+                    self.control_url = line.split("=", 1)[1]
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.close_clients()
+        if self.child is not None and self.supervisor is not None:
+            self.supervisor.stop(self.child, timeout=10)
+            self.child = None
+
+    def alive(self) -> bool:
+        return self.child is not None and self.child.alive()
+
+    def create_stream(self, name: str, partitions: int, config: dict[str, str]) -> None:
+        if name != self.hub:
+            raise BackendError(f"this emulator serves hub {self.hub!r}, not {name!r}")
+        self.control(f"hubs/{name}/recreate", {"partition_count": partitions})  # empty, whatever ran before
+        self.remember_start(name)
+
+    # -- the control API (faults) ------------------------------------------------------------------------------
+    def control(self, path: str, body: dict | None = None, timeout: float = 15.0) -> dict:
+        request = urllib.request.Request(f"{self.control_url}/{path}", data=json.dumps(body or {}).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            raise BackendError(f"emulator control {path}: {exc.code} {exc.read().decode(errors='replace')}") \
+                from None
+
+    def status(self, timeout: float = 10.0) -> dict:
+        with urllib.request.urlopen(f"{self.control_url}/status", timeout=timeout) as resp:
+            return json.loads(resp.read())
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "mode": "emulator", "send": self.send_mode, "endpoint": self._conn.split(";")[0]}
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _tail(path: Path, n: int = 20) -> str:
+    return "\n".join(_lines(path)[-n:])

@@ -1,0 +1,66 @@
+"""The `[backend]` table for Event Hubs: the project's emulator (started and stopped by the run) or a real
+namespace (its connection string read from the environment, never from the scenario file)."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from harness.backends.base import Backend, BackendSpec
+
+# `[stream.config]` keys the emulator applies to the hub (its Config.json entity keys)
+HUB_CONFIG_KEYS = ("MessageRetentionInHours", "RetentionSeconds", "MaxEventsPerPartition", "MaxBytesPerPartition")
+_SET_BY_HARNESS = {"eventhubs.connectionstring"}
+_PLACEHOLDER = "Endpoint=sb://validation.invalid/;SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=hub"
+
+
+class EventHubsSpec(BackendSpec):
+    sender = "producers.eventhubs_sender:EventHubsSender"
+    placement = "eventhubs"
+
+    kind: Literal["eventhubs"]
+    mode: Literal["emulator", "namespace"] = "emulator"
+    connection_string_env: str = Field(
+        "EVENTHUBS_CONNECTION_STRING", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="mode = namespace: the environment variable holding the namespace's connection string")
+    send: Literal["partition_key", "partition_id", "round_robin"] = Field(
+        "partition_key", description="how producers address events: a partition key the service hashes (as in "
+                                     "production), the partition id the key hashes to, or no key at all")
+    consumer_groups: list[str] = Field(default_factory=list, description="emulator: consumer groups besides $Default")
+
+    @model_validator(mode="after")
+    def _groups(self):
+        for group in self.consumer_groups:
+            if not group or len(group) > 50:
+                raise ValueError(f"consumer_groups: {group!r} must be 1-50 characters")
+        return self
+
+    def starting_title(self) -> str:
+        return "starting the Event Hubs emulator" if self.mode == "emulator" else "connecting to Event Hubs"
+
+    def build(self, stream) -> Backend:
+        if self.mode == "emulator":
+            from harness.backends.eventhubs.emulated import EmulatedEventHubs
+
+            return EmulatedEventHubs(stream.name, stream.partitions, dict(stream.config),
+                                     consumer_groups=self.consumer_groups, send=self.send)
+        from harness.backends.eventhubs.namespace import NamespaceEventHubs
+
+        return NamespaceEventHubs(self.connection_string_env, send=self.send)
+
+    def check_source_options(self, options: dict[str, Any]) -> None:
+        """The source's own parser judges names and values; the connection string is the harness's to give."""
+        from harness.spark.eventhubs.options import parse_options
+
+        for key in options:
+            if key.lower() in _SET_BY_HARNESS:
+                raise ValueError(f"{key!r} is set by the harness from [backend] and [stream]")
+        parse_options({**{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()},
+                       "eventhubs.connectionString": _PLACEHOLDER})
+
+    def check_stream_config(self, config: dict[str, Any]) -> None:
+        for key in config:
+            if key not in HUB_CONFIG_KEYS:
+                raise ValueError(f"{key!r} is not an Event Hubs hub setting; allowed: {', '.join(HUB_CONFIG_KEYS)}")
+            if self.mode == "namespace":
+                raise ValueError(f"{key!r}: a real namespace's hub is configured in Azure, not by the harness")
