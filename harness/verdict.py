@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.checker import Check, Expectations, evaluate, load_acks, percentiles_ms, reconcile
+from harness.checker import (Check, Expectations, apply_placements, evaluate, load_acks, load_placements,
+                             percentiles_ms, reconcile)
 from harness.config import Scenario
 from harness.faults.base import FAULT_PRODUCER_BASE, Effect
 from harness.faults.nemesis import recorded_faults
@@ -95,7 +96,7 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     )
 
     with _reading("reading the producers' ack logs (producers/acks-*.csv)"):
-        acks = load_acks(run_dir / "producers")
+        acks = apply_placements(load_acks(run_dir / "producers"), load_placements(run_dir / "placements"))
     with _reading("reading the sink (the files its _spark_metadata log lists)"):
         sink = read_sink(run_dir / "sink") if query_def.oracle == "events" else _empty_events()
     with _reading("reconciling the ack logs with the sink"):
@@ -177,17 +178,19 @@ def _fault_checks(faults: list[dict], state: dict, expected_failures: list[str],
 
 
 def _batch_cap_check(scenario: Scenario, progress: list[dict]) -> list[Check]:
-    """maxOffsetsPerTrigger caps every batch (Trigger.Once ignores it). Spark splits the cap over the partitions by
-    backlog and rounds a share below one record up to one, so a batch may read up to (partitions read - 1) more."""
-    cap = next((v for k, v in scenario.spark.source_options.items() if k.lower() == "maxoffsetspertrigger"), None)
+    """The source's per-trigger cap (maxOffsetsPerTrigger, maxEventsPerTrigger) bounds every batch (Trigger.Once
+    ignores it). Spark's Kafka source splits the cap over the partitions by backlog and rounds a share below one
+    record up to one, so a batch may read up to (partitions read - 1) more; the Event Hubs source's split is exact."""
+    name = scenario.backend.batch_cap_option
+    cap = next((v for k, v in scenario.spark.source_options.items() if k.lower() == name.lower()), None)
     if cap is None or scenario.spark.trigger.kind == "once":
         return []
     cap = int(cap)
     data = [p for p in progress if p.get("numInputRows", 0) > 0]
-    over = [p.get("batchId") for p in data if p["numInputRows"] > cap + max(_partitions_read(p), 1) - 1]
+    slack = (lambda p: 0) if scenario.backend.batch_cap_exact else (lambda p: max(_partitions_read(p), 1) - 1)
+    over = [p.get("batchId") for p in data if p["numInputRows"] > cap + slack(p)]
     largest = max((p["numInputRows"] for p in data), default=0)
-    return [Check("batch_cap", not over, f"{len(data)} batches read rows, largest {largest} rows "
-                                         f"(maxOffsetsPerTrigger {cap})"
+    return [Check("batch_cap", not over, f"{len(data)} batches read rows, largest {largest} rows ({name} {cap})"
                   + (f"; batches over the cap: {over[:20]}" if over else ""))]
 
 

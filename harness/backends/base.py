@@ -45,6 +45,8 @@ class BackendSpec(BaseModel):
 
     sender: ClassVar[str]  # `module:Class` of the producer-side sender (producers/)
     placement: ClassVar[str]  # how keys map to partitions (harness.partitioning), for skewed key choice
+    batch_cap_option: ClassVar[str]  # the source option capping rows per trigger
+    batch_cap_exact: ClassVar[bool]  # the cap holds exactly (else Spark may round shares up per partition)
 
     def build(self, stream) -> "Backend":
         """The backend for this table; `stream` is the scenario's [stream] (name, partitions, config)."""

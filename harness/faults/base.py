@@ -128,5 +128,15 @@ def kafka_partitions_problem(scenario, partitions: list[int] | None) -> str | No
     return None
 
 
+def eventhubs_partitions_problem(scenario, partitions: list[int] | None) -> str | None:
+    """For faults that act on chosen partitions of the emulator's hub: why the scenario cannot carry them."""
+    if scenario.backend.kind != "eventhubs" or scenario.backend.mode != "emulator":
+        return "needs backend.kind = 'eventhubs' with mode = 'emulator' (faults act through its control API)"
+    bad = [p for p in partitions or [] if not 0 <= p < scenario.stream.partitions]
+    if bad:
+        return f"partitions {bad} out of range for {scenario.stream.partitions} partitions"
+    return None
+
+
 class FaultError(RuntimeError):
     """A fault could not be applied; the run records it and fails (a half-applied fault is never hidden)."""

@@ -265,3 +265,17 @@ def test_unread_is_only_what_lies_beyond_the_committed_position():
     rec = reconcile(a, sink([row(0, 0, 0, 0), row(0, 2, 0, 2)]), Expectations(read_up_to={0: 3}))
     # seq 1 (offset 1) was inside what the query committed and is missing: lost; offsets 3, 4 were never read
     assert (rec.unread, rec.lost, rec.delivered_unique) == (2, 1, 2)
+
+
+def test_placements_fill_positions_sends_did_not_report(tmp_path):
+    """Event Hubs acks carry no offset (and round-robin ones no partition): a fault's placement file supplies
+    them, so a loss range in sequence numbers covers exactly the events the service removed."""
+    from harness.checker import apply_placements, load_placements
+
+    acks = pd.DataFrame({"producer": [0, 0, 0, 1], "seq": [0, 1, 2, 0], "partition": [2, 2, -1, 2],
+                         "offset": [-1, -1, -1, -1]})
+    (tmp_path / "fault-0.csv").write_text("producer,seq,partition,offset\n0,0,3,10\n0,2,1,7\n0,1,2,11\n5,5,")
+    placed = apply_placements(acks, load_placements(tmp_path))
+    # a named partition is kept (the check of the service's placement needs it); the torn last row is ignored
+    assert placed[["partition", "offset"]].values.tolist() == [[2, 10], [2, 11], [1, 7], [2, -1]]
+    assert apply_placements(acks, load_placements(tmp_path / "none")).equals(acks)

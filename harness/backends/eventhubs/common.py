@@ -69,6 +69,57 @@ class EventHubsBackendBase(Backend):
             out[p] = end if props.get("is_empty") else int(props["beginning_sequence_number"])
         return out
 
+    def read_placements(self, stream: str, ranges: dict[int, tuple[int, int]], timeout: float = 60.0
+                        ) -> list[tuple[int, int, int, int]]:
+        """(producer, seq, partition, sequence number) of the harness's events at [start, end) of each partition,
+        read with a plain SDK consumer: where the service put events whose sends reported no position."""
+        from azure.eventhub import EventHubConsumerClient
+
+        from producers.event import decode
+
+        rows: list[tuple[int, int, int, int]] = []
+        wanted = {p: (lo, hi) for p, (lo, hi) in ranges.items() if hi > lo}
+
+        def read(p: int, lo: int, hi: int) -> None:
+            client = EventHubConsumerClient.from_connection_string(
+                self.connection_string(), consumer_group="$Default", eventhub_name=stream)
+            seen = [lo]
+
+            def on_batch(_ctx, batch):
+                for event in batch:
+                    if event.sequence_number < hi:
+                        try:
+                            body = decode(event.body_as_str().encode())
+                            rows.append((int(body["p"]), int(body["s"]), p, event.sequence_number))
+                        except (ValueError, KeyError, TypeError):
+                            pass  # not the harness's event
+                    seen[0] = max(seen[0], event.sequence_number + 1)
+                if seen[0] >= hi:
+                    threading.Thread(target=client.close, daemon=True).start()
+
+            with client:
+                client.receive_batch(on_batch, partition_id=str(p), starting_position=lo,
+                                     starting_position_inclusive=True, max_batch_size=500, max_wait_time=1.0)
+            if seen[0] < hi:
+                raise BackendError(f"reading partition {p} of {stream!r} stopped at {seen[0]}, short of {hi}")
+
+        errors: list[Exception] = []
+
+        def guarded(*args):
+            try:
+                read(*args)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=guarded, args=(p, lo, hi), daemon=True) for p, (lo, hi) in wanted.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout)
+        if errors or any(t.is_alive() for t in threads):
+            raise BackendError(f"could not read what {stream!r} holds at {wanted}: {errors or 'timed out'}")
+        return rows
+
     def close_clients(self) -> None:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}

@@ -16,6 +16,8 @@ _PLACEHOLDER = "Endpoint=sb://validation.invalid/;SharedAccessKeyName=k;SharedAc
 
 class EventHubsSpec(BackendSpec):
     sender = "producers.eventhubs_sender:EventHubsSender"
+    batch_cap_option = "maxEventsPerTrigger"
+    batch_cap_exact = True
     placement = "eventhubs"
 
     kind: Literal["eventhubs"]

@@ -22,6 +22,8 @@ _SET_BY_HARNESS = {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.s
 
 class KafkaSpec(BackendSpec):
     sender = "producers.kafka_sender:KafkaSender"
+    batch_cap_option = "maxOffsetsPerTrigger"
+    batch_cap_exact = False
     placement = "kafka"
 
     kind: Literal["kafka"] = "kafka"

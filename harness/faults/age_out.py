@@ -1,0 +1,59 @@
+"""Events aged out of an Event Hubs partition before the query read them: the emulator drops them on demand, as
+the service's retention would, deterministically.
+
+The loss is exact: just before the cut the fault reads, with a plain SDK consumer, which of the harness's events
+sit in the range it will remove (Event Hubs sends report no position, so this is how the checker learns them),
+then removes [first retained, cut) and reads the partition's new start. Under failOnDataLoss=true the project's
+source fails the query when a batch would start behind the first retained event; under false it skips the gap and
+reports it exactly.
+"""
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import Field
+
+from harness import atomic
+from harness.faults import register
+from harness.faults.base import Fault, FaultOptions, LossRange, eventhubs_partitions_problem
+
+DATA_LOSS = "EVENTHUBS_DATA_LOSS"  # the error condition the project's Event Hubs source fails with
+
+
+class AgeOutOptions(FaultOptions):
+    kind: Literal["age_out"] = "age_out"
+    partitions: list[int] | None = Field(None, description="partitions to cut (default: all)")
+    keep_last: int = Field(0, ge=0, description="events to leave at the end of each partition")
+
+
+@register
+class AgeOut(Fault):
+    kind = "age_out"
+    Options = AgeOutOptions
+    requires = "an Event Hubs emulator backend"
+
+    def check(self, scenario) -> str | None:
+        return eventhubs_partitions_problem(scenario, self.options.partitions)
+
+    def inject(self, ctx) -> dict:
+        backend = ctx.backend
+        before = backend.start_offsets(ctx.stream)
+        ends = backend.end_offsets(ctx.stream)
+        chosen = self.options.partitions if self.options.partitions is not None else sorted(ends)
+        cut = {p: max(before[p], ends[p] - self.options.keep_last) for p in chosen}
+        placements = backend.read_placements(ctx.stream, {p: (before[p], cut[p]) for p in chosen})
+        atomic.write_text(ctx.run_dir / "placements" / f"age_out-{time.time_ns()}.csv",
+                          "producer,seq,partition,offset\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in placements))
+        for p in chosen:
+            if cut[p] > before[p]:
+                backend.control(f"hubs/{ctx.stream}/age-out", {"partition": str(p), "up_to_seq": cut[p] - 1})
+        after = backend.start_offsets(ctx.stream)
+        self.effect.loss = [LossRange(p, before[p], after[p]) for p in chosen if after[p] > before[p]]
+        planned = ctx.planned_offsets()
+        unread_removed = {p: after[p] - max(before[p], planned.get(p, 0)) for p in chosen
+                          if after[p] > max(before[p], planned.get(p, 0))}
+        if unread_removed and ctx.scenario.fail_on_data_loss:
+            self.effect.failure = DATA_LOSS
+        return {"start_before": before, "start_after": after, "query_planned_up_to": planned,
+                "removed_beyond_query": unread_removed, "placements_read": len(placements)}

@@ -1,0 +1,50 @@
+"""A competing reader with a higher epoch takes the query's partitions: the emulator detaches their receivers
+with amqp:link:stolen, as the service does when another exclusive (epoch) receiver opens, and keeps lower epochs
+out for `hold_s`. What the query does next is what the scenario shows: the project's source counts the steal,
+opens its receiver again, and the run judges that nothing was lost or duplicated."""
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import Field
+
+from harness.faults import register
+from harness.faults.base import Fault, FaultError, FaultOptions, eventhubs_partitions_problem
+
+
+class EpochStealOptions(FaultOptions):
+    kind: Literal["epoch_steal"] = "epoch_steal"
+    partitions: list[int] | None = Field(None, description="partitions to take (default: all)")
+    consumer_group: str = "$Default"
+    hold_s: float = Field(0.0, ge=0, le=600, description="the competing reader holds the partition this long")
+    attached_timeout_s: float = Field(30.0, gt=0, description="wait this long for the query's receivers")
+
+
+@register
+class EpochSteal(Fault):
+    kind = "epoch_steal"
+    Options = EpochStealOptions
+    requires = "an Event Hubs emulator backend"
+
+    def check(self, scenario) -> str | None:
+        return eventhubs_partitions_problem(scenario, self.options.partitions)
+
+    def inject(self, ctx) -> dict:
+        o, hub = self.options, ctx.stream
+        chosen = o.partitions if o.partitions is not None else list(range(ctx.scenario.stream.partitions))
+        stolen: dict[int, int] = {}
+        deadline = time.monotonic() + o.attached_timeout_s
+        while True:  # a receiver must be attached to be stolen from (the query reads between batches too)
+            for p in chosen:
+                if not stolen.get(p):
+                    stolen[p] = int(ctx.backend.control(f"hubs/{hub}/partitions/{p}/steal",
+                                                        {"consumer_group": o.consumer_group,
+                                                         "hold_s": o.hold_s})["stolen"])
+            if all(stolen.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if not any(stolen.values()):
+            raise FaultError(f"no receiver of the query was attached to partitions {chosen} within "
+                             f"{o.attached_timeout_s:.0f}s: nothing to steal")
+        return {"receivers_detached": stolen, "hold_s": o.hold_s}

@@ -1,0 +1,56 @@
+"""An event hub deleted under the running query, and optionally created again empty (same name, partitions).
+
+Just before deleting, the fault reads with a plain SDK consumer where the harness's retained events sit (Event
+Hubs sends report no position), so the loss it declares is exact: everything retained is gone, for events acked
+before the deletion. A recreated hub starts its sequence numbers at 0 again: a new generation, for the order check.
+Under failOnDataLoss=true the project's source fails the query once it sees the partitions' sequence numbers go
+back; with the hub simply gone, the query fails on the service's not-found whatever failOnDataLoss says.
+"""
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import Field
+
+from harness import atomic
+from harness.faults import register
+from harness.faults.age_out import DATA_LOSS
+from harness.faults.base import Fault, FaultOptions, LossRange, eventhubs_partitions_problem
+
+NOT_FOUND = "amqp:not-found"  # what the service says of a hub that is gone (the SDK keeps the condition)
+
+
+class HubDeleteOptions(FaultOptions):
+    kind: Literal["hub_delete"] = "hub_delete"
+    recreate: bool = Field(False, description="create the hub again, empty, right after deleting it")
+
+
+@register
+class HubDelete(Fault):
+    kind = "hub_delete"
+    Options = HubDeleteOptions
+    requires = "an Event Hubs emulator backend"
+
+    def check(self, scenario) -> str | None:
+        return eventhubs_partitions_problem(scenario, None)
+
+    def inject(self, ctx) -> dict:
+        backend, hub = ctx.backend, ctx.stream
+        before, ends = backend.start_offsets(hub), backend.end_offsets(hub)
+        placements = backend.read_placements(hub, {p: (before[p], ends[p]) for p in ends})
+        atomic.write_text(ctx.run_dir / "placements" / f"hub_delete-{time.time_ns()}.csv",
+                          "producer,seq,partition,offset\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in placements))
+        backend.control(f"hubs/{hub}/delete")
+        deleted_ms = time.time() * 1000.0
+        if self.options.recreate:
+            backend.control(f"hubs/{hub}/recreate", {"partition_count": len(ends)})
+            self.effect.new_generation_ms = deleted_ms
+        self.effect.loss = [LossRange(p, before[p], ends[p], acked_before_ms=deleted_ms) for p in ends
+                            if ends[p] > before[p]]
+        self.effect.send_failures = True  # sends in flight at the deletion fail (and all later ones, if not recreated)
+        if not self.options.recreate:
+            self.effect.failure = NOT_FOUND
+        elif ctx.scenario.fail_on_data_loss:
+            self.effect.failure = DATA_LOSS
+        return {"start": before, "end": ends, "placements_read": len(placements), "recreated": self.options.recreate}

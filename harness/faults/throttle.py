@@ -1,0 +1,39 @@
+"""The service busy: the emulator answers sends and receives with com.microsoft:server-busy (`reject`) or detaches
+every link with it (`detach`) while the fault is active, as an Event Hubs namespace over its throughput units
+does. Clients are expected to retry: nothing acked may be lost; sends whose retries ran out fail, and count as
+failed sends, never as losses."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from harness.faults import register
+from harness.faults.base import Fault, FaultOptions, eventhubs_partitions_problem
+
+
+class ThrottleOptions(FaultOptions):
+    kind: Literal["throttle"] = "throttle"
+    mode: Literal["reject", "detach"] = Field("reject", description="refuse each operation, or detach the links")
+
+
+@register
+class Throttle(Fault):
+    kind = "throttle"
+    Options = ThrottleOptions
+    requires = "an Event Hubs emulator backend"
+
+    def check(self, scenario) -> str | None:
+        problem = eventhubs_partitions_problem(scenario, None)
+        if problem is None and self.options.heal_after_s is None:
+            return "needs duration_s or window: a throttle that never ends stalls the run"
+        return problem
+
+    def inject(self, ctx) -> dict:
+        self.effect.send_failures = True
+        ctx.backend.control("throttle", {"on": True, "mode": self.options.mode})
+        return {"mode": self.options.mode}
+
+    def heal(self, ctx) -> dict:
+        ctx.backend.control("throttle", {"on": False})
+        return {}
