@@ -85,6 +85,10 @@ def _cmd_bench(args) -> int:
         from harness.bench.producers import run_bench
 
         result = run_bench(args.json, quick=args.quick)
+    elif args.what == "eh-source":
+        from harness.bench.eh_source import run_bench as run_eh_source_bench
+
+        result = run_eh_source_bench(args.json, quick=args.quick)
     else:
         from harness.emulator.bench import run_bench as run_emulator_bench
 
@@ -123,9 +127,9 @@ def parser() -> argparse.ArgumentParser:
     k.set_defaults(func=_cmd_kafka)
 
     b = sub.add_parser("bench", help="benchmarks, measured side by side in one run")
-    b.add_argument("what", choices=["producers", "emulator"])
+    b.add_argument("what", choices=["producers", "emulator", "eh-source"])
     b.add_argument("--json", help="also write the figures to this file (atomically)")
-    b.add_argument("--quick", action="store_true", help="shorter windows (producers), for a smoke run")
+    b.add_argument("--quick", action="store_true", help="shorter windows / fewer events, for a smoke run")
     b.set_defaults(func=_cmd_bench)
 
     e = sub.add_parser("emulator", help="the Event Hubs emulator")

@@ -98,6 +98,7 @@ class RunResult(BaseModel):
     query: QueryInfo = Field(default_factory=QueryInfo)
     faults: list[FaultRecord] = Field(default_factory=list)
     oracle: dict[str, Any] | None = None
+    source: dict[str, Any] = Field(default_factory=dict)  # the source's own task records (Event Hubs)
     backend_info: dict[str, Any] = Field(default_factory=dict)
     end_offsets: dict[str, int] = Field(default_factory=dict)
     run_dir: str = ""

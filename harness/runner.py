@@ -209,6 +209,13 @@ def stop_everything(ctx: RunContext) -> None:
     if sampler is not None:
         sampler.stop()
     ctx.state.pop("fleet", None)
+    if ctx.state["backend"] and not ctx.state["interrupted"] and not ctx.backend.sends_report_positions:
+        try:  # while the service still runs: where it holds the events whose sends reported no position
+            with ctx.console.step("reading back where the service stored the events"):
+                ctx.state["positions_recorded"] = ctx.backend.record_positions(ctx.scenario.stream.name,
+                                                                                ctx.run_dir / "placements")
+        except Exception as exc:  # noqa: BLE001 - the verdict says the run could not be judged, and why
+            ctx.state["positions_error"] = f"{type(exc).__name__}: {exc}"
     with ctx.console.step("stopping everything"):
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()

@@ -27,6 +27,7 @@ from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate
 from reports.lag import lag_series, lag_summary
+from reports.source_tasks import source_summary
 from reports.report import batch_stats, parse_offsets, rate_accuracy, skew_section
 
 SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
@@ -95,6 +96,9 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
                     if failed_as_expected else None),
     )
 
+    if state.get("positions_error"):
+        raise Unjudgeable(f"the events' positions could not be read back from the service (their sends reported "
+                          f"none): {state['positions_error']}")
     with _reading("reading the producers' ack logs (producers/acks-*.csv)"):
         acks = apply_placements(load_acks(run_dir / "producers"), load_placements(run_dir / "placements"))
     with _reading("reading the sink (the files its _spark_metadata log lists)"):
@@ -141,6 +145,10 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     checks += _fault_checks(faults, state, expected_failures, result.query.error, q.get("state"))
     progress = read_jsonl(run_dir / "progress.jsonl")
     checks += _batch_cap_check(scenario, progress)
+    with _reading("reading the source's task records (source-metrics/)"):
+        result.source = source_summary(run_dir, progress, scenario.stream.name)
+    checks += _source_checks(effects, result.source,
+                             {} if scenario.fail_on_data_loss else rec.expected_lost_by_partition)
     result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
 
     batches = batch_stats(progress)
@@ -156,6 +164,28 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
         accuracy = rate_accuracy(per_second, rate, fleet.job.get("start_at", 0.0), duration, rec.produced)
         (run_dir / "producers" / "per_second.json").write_text(json.dumps(per_second))
     result.producers = {**producers, **skew_section(producers), **accuracy}
+
+
+def _source_checks(effects: list[Effect], source: dict, expected_lost: dict[int, int]) -> list[Check]:
+    """What faults declared the source must have seen (a steal: receivers recreated), counted by its tasks; and
+    the gaps a source that reports them (Event Hubs) skipped under failOnDataLoss=false, against the declared
+    loss (`expected_lost`, empty under true: then the query fails instead of skipping)."""
+    out = []
+    if source and (source.get("lost_ranges") or expected_lost) and "lost_ranges" in source:
+        skipped: dict[int, int] = {}
+        for part, lo, hi in source["lost_ranges"]:
+            skipped[int(part)] = skipped.get(int(part), 0) + int(hi) - int(lo)
+        out.append(Check("source_reported_gaps", skipped == {p: n for p, n in expected_lost.items() if n},
+                         f"the source reported skipping {skipped or 'nothing'}; the faults' declared loss not "
+                         f"delivered: {expected_lost or 'nothing'}"))
+    wanted: dict[str, int] = {}
+    for effect in effects:
+        for name, n in effect.expect_source.items():
+            wanted[name] = wanted.get(name, 0) + n
+    totals = (source or {}).get("totals", {})
+    return out + [Check(f"source_saw_{name}", totals.get(name, 0) >= n,
+                        f"the source's tasks counted {totals.get(name, 0)} {name} (the faults make at least {n} "
+                        f"expected)") for name, n in sorted(wanted.items())]
 
 
 def _fault_checks(faults: list[dict], state: dict, expected_failures: list[str], error: str | None,

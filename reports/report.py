@@ -214,6 +214,9 @@ def build_report(result: dict, run_dir: Path) -> str:
                   _table(["partition", "events", "bytes"],
                          [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
                           for p, n in prod["partition_events"].items()])]
+    from reports.source_tasks import source_section
+
+    parts += source_section(result.get("source") or {})
     events = read_jsonl(run_dir / "timeline.jsonl")
     t0 = events[0]["t"] if events else 0.0
     if result.get("faults"):

@@ -25,13 +25,16 @@ class BackendError(RuntimeError):
 class SparkSource:
     """What the query process needs to read a stream: `spark.readStream.format(format).options(**options)`, with
     `jars` (artifact sets of harness.jvm) on the classpath, Python data sources (`module:Class`) registered first,
-    and `normalise` (`module:function`) turning the source's rows into the event columns (harness.queries)."""
+    and `normalise` (`module:function`) turning the source's rows into the event columns (harness.queries).
+    `metrics_option`, when the source has one, names the option that tells it where to write its per-task records
+    (the query process points it into the run directory)."""
 
     format: str
     options: dict[str, str]
     normalise: str
     jars: tuple[str, ...] = ()
     data_sources: tuple[str, ...] = ()
+    metrics_option: str | None = None
 
     def as_job(self) -> dict:
         return {"format": self.format, "options": dict(self.options), "normalise": self.normalise,
@@ -64,6 +67,7 @@ class BackendSpec(BaseModel):
 
 class Backend(ABC):
     kind: str  # "kafka" | "eventhubs": what result.json calls the backend
+    sends_report_positions = True  # a send's ack names partition and offset (else: record_positions)
 
     @abstractmethod
     def start(self, run_dir: Path, supervisor: Supervisor) -> None:
@@ -92,6 +96,11 @@ class Backend(ABC):
     @abstractmethod
     def start_offsets(self, stream: str) -> dict[int, int]:
         """Per partition, the position of the first event still retained."""
+
+    def record_positions(self, stream: str, out_dir: Path) -> int | None:
+        """When sends report no position (Event Hubs): write where the service holds the harness's events
+        (placements/*.csv, harness.checker) and return how many; None when the producers' acks say it already."""
+        return None
 
     def close_clients(self) -> None:
         """Close the clients the harness itself holds (admin, watermarks); the service keeps running."""

@@ -14,11 +14,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness import atomic
 from harness.faults import register
 from harness.faults.base import Fault, FaultOptions, LossRange, eventhubs_partitions_problem
 
-DATA_LOSS = "EVENTHUBS_DATA_LOSS"  # the error condition the project's Event Hubs source fails with
+DATA_LOSS = "EventHubsDataLossError"  # what the project's Event Hubs source fails with (failOnDataLoss)
 
 
 class AgeOutOptions(FaultOptions):
@@ -43,8 +42,7 @@ class AgeOut(Fault):
         chosen = self.options.partitions if self.options.partitions is not None else sorted(ends)
         cut = {p: max(before[p], ends[p] - self.options.keep_last) for p in chosen}
         placements = backend.read_placements(ctx.stream, {p: (before[p], cut[p]) for p in chosen})
-        atomic.write_text(ctx.run_dir / "placements" / f"age_out-{time.time_ns()}.csv",
-                          "producer,seq,partition,offset\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in placements))
+        backend.write_placements(ctx.run_dir / "placements" / f"age_out-{time.time_ns()}.csv", placements)
         for p in chosen:
             if cut[p] > before[p]:
                 backend.control(f"hubs/{ctx.stream}/age-out", {"partition": str(p), "up_to_seq": cut[p] - 1})

@@ -80,6 +80,7 @@ class Effect:
     query_down: bool = False  # the query process is expected to be down (and restarted) for a while
     send_failures: bool = False  # producer sends may fail while the fault is active
     new_generation_ms: float | None = None  # the stream was recreated then: its offsets restart at 0
+    expect_source: dict[str, int] = field(default_factory=dict)  # source task counters that must reach these
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,7 +89,7 @@ class Effect:
     def from_dict(cls, data: dict) -> "Effect":
         return cls(loss=[LossRange(**r) for r in data.get("loss", [])], failure=data.get("failure"),
                    query_down=bool(data.get("query_down")), send_failures=bool(data.get("send_failures")),
-                   new_generation_ms=data.get("new_generation_ms"))
+                   new_generation_ms=data.get("new_generation_ms"), expect_source=dict(data.get("expect_source") or {}))
 
 
 class Fault:

@@ -47,4 +47,6 @@ class EpochSteal(Fault):
         if not any(stolen.values()):
             raise FaultError(f"no receiver of the query was attached to partitions {chosen} within "
                              f"{o.attached_timeout_s:.0f}s: nothing to steal")
+        # the source must notice (a receiver cached in a worker no later task uses may never learn of it)
+        self.effect.expect_source = {"stolen": 1}
         return {"receivers_detached": stolen, "hold_s": o.hold_s}

@@ -4,7 +4,8 @@ Just before deleting, the fault reads with a plain SDK consumer where the harnes
 Hubs sends report no position), so the loss it declares is exact: everything retained is gone, for events acked
 before the deletion. A recreated hub starts its sequence numbers at 0 again: a new generation, for the order check.
 Under failOnDataLoss=true the project's source fails the query once it sees the partitions' sequence numbers go
-back; with the hub simply gone, the query fails on the service's not-found whatever failOnDataLoss says.
+back or the hub gone. A hub deleted for good needs failOnDataLoss=true: under false the source waits for the hub
+to come back, and the run could never drain.
 """
 from __future__ import annotations
 
@@ -13,13 +14,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness import atomic
 from harness.faults import register
 from harness.faults.age_out import DATA_LOSS
 from harness.faults.base import Fault, FaultOptions, LossRange, eventhubs_partitions_problem
-
-NOT_FOUND = "amqp:not-found"  # what the service says of a hub that is gone (the SDK keeps the condition)
-
 
 class HubDeleteOptions(FaultOptions):
     kind: Literal["hub_delete"] = "hub_delete"
@@ -33,14 +30,16 @@ class HubDelete(Fault):
     requires = "an Event Hubs emulator backend"
 
     def check(self, scenario) -> str | None:
+        if not self.options.recreate and not scenario.fail_on_data_loss:
+            return ("a hub deleted for good needs spark.source_options.failOnDataLoss = true (under false the "
+                    "source waits for the hub to come back and the run cannot drain); or set recreate = true")
         return eventhubs_partitions_problem(scenario, None)
 
     def inject(self, ctx) -> dict:
         backend, hub = ctx.backend, ctx.stream
         before, ends = backend.start_offsets(hub), backend.end_offsets(hub)
         placements = backend.read_placements(hub, {p: (before[p], ends[p]) for p in ends})
-        atomic.write_text(ctx.run_dir / "placements" / f"hub_delete-{time.time_ns()}.csv",
-                          "producer,seq,partition,offset\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in placements))
+        backend.write_placements(ctx.run_dir / "placements" / f"hub_delete-{time.time_ns()}.csv", placements)
         backend.control(f"hubs/{hub}/delete")
         deleted_ms = time.time() * 1000.0
         if self.options.recreate:
@@ -49,8 +48,6 @@ class HubDelete(Fault):
         self.effect.loss = [LossRange(p, before[p], ends[p], acked_before_ms=deleted_ms) for p in ends
                             if ends[p] > before[p]]
         self.effect.send_failures = True  # sends in flight at the deletion fail (and all later ones, if not recreated)
-        if not self.options.recreate:
-            self.effect.failure = NOT_FOUND
-        elif ctx.scenario.fail_on_data_loss:
+        if ctx.scenario.fail_on_data_loss:
             self.effect.failure = DATA_LOSS
         return {"start": before, "end": ends, "placements_read": len(placements), "recreated": self.options.recreate}

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -54,6 +55,8 @@ class SparkQueryProcess:
         if jars:
             full_conf["spark.jars"] = ",".join(jars)
         full_conf.update(conf)
+        if source.metrics_option:  # the source's per-task records land in the run directory (source-metrics/)
+            source = replace(source, options={**source.options, source.metrics_option: str(run_dir / "source-metrics")})
         self.job = {
             "run_dir": str(run_dir), **source.as_job(), "master": master,
             "conf": full_conf, "trigger": trigger, "sink": sink, "output_mode": output_mode,

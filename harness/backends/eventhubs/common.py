@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
+from harness import atomic
 from harness.backends.base import Backend, BackendError, SparkSource
 
 
@@ -28,7 +30,11 @@ def starting_positions(hub: str, seq_numbers: dict[int, int]) -> str:
 
 class EventHubsBackendBase(Backend):
     kind = "eventhubs"
+    sends_report_positions = False
     send_mode = "partition_key"
+    # the harness's own reads (placements before a fault cuts): a consumer group of their own, since the query's
+    # exclusive (epoch) receivers keep every other reader of theirs out, as the service does
+    observer_group = "$Default"
 
     def __init__(self) -> None:
         self._clients: dict[str, Any] = {}
@@ -82,7 +88,7 @@ class EventHubsBackendBase(Backend):
 
         def read(p: int, lo: int, hi: int) -> None:
             client = EventHubConsumerClient.from_connection_string(
-                self.connection_string(), consumer_group="$Default", eventhub_name=stream)
+                self.connection_string(), consumer_group=self.observer_group, eventhub_name=stream)
             seen = [lo]
 
             def on_batch(_ctx, batch):
@@ -120,6 +126,17 @@ class EventHubsBackendBase(Backend):
             raise BackendError(f"could not read what {stream!r} holds at {wanted}: {errors or 'timed out'}")
         return rows
 
+    def write_placements(self, path: Path, rows: list[tuple[int, int, int, int]]) -> None:
+        atomic.write_text(path, "producer,seq,partition,offset\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
+
+    def record_positions(self, stream: str, out_dir: Path) -> int:
+        """Everything the hub still holds, read at the end of the run: with the faults' reads of what they removed,
+        every acked event's position is known, so positions are compared and ordered as strictly as Kafka's."""
+        start, end = self.start_offsets(stream), self.end_offsets(stream)
+        rows = self.read_placements(stream, {p: (start[p], end[p]) for p in end})
+        self.write_placements(out_dir / "retained.csv", rows)
+        return len(rows)
+
     def close_clients(self) -> None:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
@@ -144,4 +161,5 @@ class EventHubsBackendBase(Backend):
             opts["eventhubs.startingPositions"] = starting_positions(stream, start)
         opts.update(options)
         return SparkSource("eventhubs", opts, normalise="harness.spark.events:from_eventhubs",
-                           data_sources=("harness.spark.eventhubs:EventHubsDataSource",))
+                           data_sources=("harness.spark.eventhubs:EventHubsDataSource",),
+                           metrics_option="harness.metricsPath")

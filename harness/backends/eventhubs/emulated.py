@@ -17,6 +17,7 @@ from harness.supervisor import Child, Supervisor
 
 
 class EmulatedEventHubs(EventHubsBackendBase):
+    observer_group = "harness-observer"
     def __init__(self, hub: str, partitions: int, hub_config: dict[str, Any] | None = None,
                  consumer_groups: list[str] | None = None, send: str = "partition_key"):
         super().__init__()
@@ -36,7 +37,7 @@ class EmulatedEventHubs(EventHubsBackendBase):
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def config_json(self) -> dict:
         entity = {"Name": self.hub, "PartitionCount": self.partitions,
-                  "ConsumerGroups": [{"Name": g} for g in self.consumer_groups]}
+                  "ConsumerGroups": [{"Name": g} for g in dict.fromkeys(self.consumer_groups + [self.observer_group])]}
         entity.update(self.hub_config)
         return {"UserConfig": {"NamespaceConfig": [{"Type": "EventHub", "Name": "emulatorNs1",
                                                     "Entities": [entity]}]}}

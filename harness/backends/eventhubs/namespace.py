@@ -11,8 +11,9 @@ from harness.supervisor import Supervisor
 
 
 class NamespaceEventHubs(EventHubsBackendBase):
-    def __init__(self, env_var: str, send: str = "partition_key"):
+    def __init__(self, env_var: str, send: str = "partition_key", observer_group: str = "$Default"):
         super().__init__()
+        self.observer_group = observer_group
         self.env_var = env_var
         self.send_mode = send
         self._conn = ""

@@ -29,6 +29,9 @@ class EventHubsSpec(BackendSpec):
         "partition_key", description="how producers address events: a partition key the service hashes (as in "
                                      "production), the partition id the key hashes to, or no key at all")
     consumer_groups: list[str] = Field(default_factory=list, description="emulator: consumer groups besides $Default")
+    observer_consumer_group: str = Field(
+        "$Default", description="namespace: the consumer group the harness reads with (faults' placement reads); "
+                                "give one the query does not use, or its exclusive receivers keep the harness out")
 
     @model_validator(mode="after")
     def _groups(self):
@@ -48,7 +51,8 @@ class EventHubsSpec(BackendSpec):
                                      consumer_groups=self.consumer_groups, send=self.send)
         from harness.backends.eventhubs.namespace import NamespaceEventHubs
 
-        return NamespaceEventHubs(self.connection_string_env, send=self.send)
+        return NamespaceEventHubs(self.connection_string_env, send=self.send,
+                                  observer_group=self.observer_consumer_group)
 
     def check_source_options(self, options: dict[str, Any]) -> None:
         """The source's own parser judges names and values; the connection string is the harness's to give."""
