@@ -18,8 +18,24 @@ _FILTER_RE = re.compile(
 )
 
 
+_FIELD_NAMES = {"offset": "offset", "sequence-number": "sequence number", "enqueued-time": "enqueued time"}
+
+
 class AddressError(ValueError):
     pass
+
+
+class FilterError(AddressError):
+    """The source filter (starting position) is not one the service accepts: an argument error, not not-found."""
+
+
+class PositionError(FilterError):
+    """A starting position the service would refuse (``field`` as the service names it, the raw ``value``)."""
+
+    def __init__(self, field: str, value: str) -> None:
+        super().__init__(f"The supplied {field} '{value}' is invalid.")
+        self.field = field
+        self.value = value
 
 
 def path_segments(address) -> list[str]:
@@ -31,6 +47,13 @@ def path_segments(address) -> list[str]:
         address = address.split("://", 1)[1]
         address = address.split("/", 1)[1] if "/" in address else ""
     return [seg for seg in address.split("/") if seg]
+
+
+def entity_uri(address, *segments: str) -> str:
+    """``sb://<host the client addressed>/<segments>``, the form the service names entities in errors."""
+    text = address.decode("utf-8", "replace") if isinstance(address, bytes) else str(address or "")
+    host = text.split("://", 1)[1].split("/", 1)[0] if "://" in text else ""
+    return f"sb://{host}/" + "/".join(segments)
 
 
 def audience_path(uri: str) -> str:
@@ -82,7 +105,7 @@ def parse_filter(filter_map) -> StartPosition:
     if not filter_map:
         return StartPosition("earliest")
     if not isinstance(filter_map, dict):
-        raise AddressError("source filter is not a map")
+        raise FilterError("The source filter is not a map.")
     expr = None
     for key, value in filter_map.items():
         if str(key) == SELECTOR or getattr(value, "descriptor", None) in (SELECTOR, 0x0000468C00000004):
@@ -94,7 +117,7 @@ def parse_filter(filter_map) -> StartPosition:
         expr = expr.decode("utf-8", "replace")
     m = _FILTER_RE.match(str(expr))
     if not m:
-        raise AddressError(f"unsupported selector filter: {expr!r}")
+        raise FilterError(f"The selector filter {expr!r} is not supported.")
     field, op, raw = m.group(1).lower(), m.group(2), m.group(3).strip()
     inclusive = op in (">=", "=")
     if field == "offset":
@@ -110,7 +133,9 @@ def parse_filter(filter_map) -> StartPosition:
     try:
         value = int(raw)
     except ValueError:
-        raise AddressError(f"{field} in selector filter is not an integer: {raw!r}") from None
+        # Offsets are opaque strings to clients, but the emulator only ever hands out decimal byte positions,
+        # so anything else cannot be one of its offsets.
+        raise PositionError(_FIELD_NAMES[field], raw) from None
     if kind == "offset" and value < 0:
         return StartPosition("earliest")
     return StartPosition(kind, value, inclusive)

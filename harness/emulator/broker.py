@@ -13,8 +13,8 @@ import urllib.parse
 from collections import deque
 from datetime import datetime
 
-from . import sas
-from .addresses import audience_path
+from . import sas, service_errors
+from .addresses import audience_path, entity_uri
 from .amqp.message import build_message
 from .amqp.types import Array, Int, Timestamp
 from .config import EmulatorConfig, HubConfig
@@ -150,7 +150,13 @@ class Broker:
         why = self._token_error(msg.get("value"), audience)
         if why is not None:
             return 401, f"InvalidSignature: {why}", None
-        conn.authorized.add(audience_path(audience))
+        path = audience_path(audience)
+        hub_name = path.split("/", 1)[0]
+        if hub_name and self.hub(hub_name) is None:
+            # The service resolves the audience's entity when the token is put: "Put token failed.
+            # status-code: 404" is what clients of a missing hub see first.
+            return 404, service_errors.entity_not_found(audience.rstrip("/")), None
+        conn.authorized.add(path)
         return 202, "Accepted", None
 
     def handle_management(self, msg: dict) -> tuple[int, str, object]:
@@ -214,9 +220,9 @@ class Broker:
         if hub is None:
             return False
         hub.deleted = True
-        self._detach_all(
-            self._hub_links(hub), "amqp:not-found", f"The messaging entity '{hub.name}' could not be found."
-        )
+        for link in self._hub_links(hub):
+            self._detach_all([link], service_errors.NOT_FOUND,
+                             service_errors.entity_not_found(entity_uri(link.address, hub.name)))
         return True
 
     def recreate_hub(self, name: str, partition_count: int | None = None) -> dict:
@@ -288,10 +294,11 @@ class Broker:
         new_epoch = (current if current is not None else 0) + 1
         if hold_s > 0:
             hub.phantom_epochs[key] = (new_epoch, time.monotonic() + hold_s)
-        return self._detach_all(
-            list(hub.receivers.get(key, ())), "amqp:link:stolen",
-            f"New receiver with higher epoch of '{new_epoch}' is created hence current receiver is disconnected.",
-        )
+        touched = 0
+        for link in list(hub.receivers.get(key, ())):
+            touched += self._detach_all([link], service_errors.LINK_STOLEN, service_errors.epoch_stolen(
+                "nil", new_epoch, link.receiver_name or "nil", link.epoch if link.epoch is not None else "nil"))
+        return touched
 
     def _require_hub(self, name: str) -> Hub:
         hub = self.hub(name)

@@ -11,7 +11,8 @@ Accepted file (extensions over Microsoft's shape are marked *)::
          "MaxBytesPerPartition": 67108864}]}],                 # * memory bound
      "LoggingConfig": {"Type": "File"}},                        # accepted, ignored
      "Emulator": {"SharedAccessKeys": [{"Name": "RootManageSharedAccessKey", "Key": "..."}],   # * SAS check
-                  "MaxMessageSizeBytes": 1048576}}                                             # *
+                  "MaxMessageSizeBytes": 1048576,                                              # *
+                  "MaxReceiversPerPartition": 5}}   # * non-epoch readers per partition and consumer group
 
 Without a file (``default_config()``): namespace ``emulatorNs1`` with hub ``eh1``, 4 partitions, consumer groups
 ``$Default`` and ``cg1``, retention 1 h, at most 1,000,000 events / 64 MiB per partition, no SAS validation
@@ -35,6 +36,7 @@ DEFAULT_RETENTION_S = 3600.0
 DEFAULT_MAX_EVENTS = 1_000_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
+DEFAULT_MAX_RECEIVERS = 5  # the service's limit of concurrent non-epoch readers per partition and consumer group
 MAX_PARTITIONS = 1024
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
@@ -61,6 +63,7 @@ class EmulatorConfig:
     hubs: tuple[HubConfig, ...] = ()
     sas_keys: dict[str, str] = field(default_factory=dict)  # key name -> key; empty = no validation
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_receivers_per_partition: int = DEFAULT_MAX_RECEIVERS
 
     def hub(self, name: str) -> HubConfig | None:
         for h in self.hubs:
@@ -167,7 +170,12 @@ def _parse(data, source: str) -> EmulatorConfig:
         emu.get("MaxMessageSizeBytes", DEFAULT_MAX_MESSAGE_SIZE), source, "Emulator.MaxMessageSizeBytes",
         1024, 16 * 1024 * 1024,
     )
-    return EmulatorConfig(namespace=ns_name, hubs=tuple(hubs), sas_keys=keys, max_message_size=max_msg)
+    max_receivers = _int(
+        emu.get("MaxReceiversPerPartition", DEFAULT_MAX_RECEIVERS), source, "Emulator.MaxReceiversPerPartition",
+        1, 1000,
+    )
+    return EmulatorConfig(namespace=ns_name, hubs=tuple(hubs), sas_keys=keys, max_message_size=max_msg,
+                          max_receivers_per_partition=max_receivers)
 
 
 def _parse_entity(ent, source: str, where: str, seen: list[HubConfig]) -> HubConfig:

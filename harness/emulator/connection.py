@@ -15,10 +15,15 @@ import struct
 import time
 import uuid
 
-from .addresses import AddressError, parse_filter, parse_receive_source, parse_send_target
+from . import service_errors
+from .addresses import (
+    AddressError, FilterError, entity_uri, parse_filter, parse_receive_source, parse_send_target,
+)
 from .amqp.codec import DecodeError
 from .amqp.frames import AMQP_HEADER, HEARTBEAT, SASL_HEADER, TYPE_AMQP, TYPE_SASL, FrameReader, frame
-from .amqp.message import BATCH_FORMAT, message_annotations, partition_key_of, runtime_annotations, split_batch
+from .amqp.message import (
+    BATCH_FORMAT, message_annotations, partition_key_of, runtime_annotations, split_batch, with_runtime_annotations,
+)
 from .amqp import performatives as P
 from .amqp.types import Array, Described, Symbol, UByte, UInt, ULong, UShort
 from .hub import now_ms
@@ -36,6 +41,7 @@ PUMP_BUDGET_BYTES = 512 * 1024  # per pump turn, so one busy consumer cannot sta
 RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
 GEOREPLICATION = "com.microsoft:georeplication"
 EPOCH = "com.microsoft:epoch"
+RECEIVER_NAME = "com.microsoft:receiver-name"
 
 _DELIV = struct.Struct(">IBBH6sBIBI2sI8s")
 _DELIV_PERF = b"\x00\x53\x14\xc0\x19\x0b"
@@ -55,6 +61,7 @@ class AmqpConnection(asyncio.Protocol):
         self.sasl_used = False
         self.out: list = []
         self.sessions: dict[int, Session] = {}  # by the client's channel
+        self.ended_channels: set[int] = set()  # ended by the client and not begun again
         self.remote_max_frame = 512
         self.remote_idle_s: float | None = None
         self.paused = False
@@ -223,6 +230,8 @@ class AmqpConnection(asyncio.Protocol):
                 raise P.ProtocolError("amqp:illegal-state", f"expected open, got {perf.kind}")
             self._on_open(perf)
             return
+        if channel in self.ended_channels and code in (P.DETACH, P.FLOW, P.DISPOSITION, P.TRANSFER):
+            return  # the SDK can send a link's detach after its session's end when closing; nothing left to do
         if code == P.TRANSFER:
             self._on_transfer(channel, perf)
         elif code == P.FLOW:
@@ -303,6 +312,7 @@ class AmqpConnection(asyncio.Protocol):
             raise P.ProtocolError("amqp:connection:framing-error", f"channel {channel} in use or above max")
         session = Session(self, channel, channel, int(perf.next_outgoing_id or 0), int(perf.incoming_window or 0))
         self.sessions[channel] = session
+        self.ended_channels.discard(channel)
         self.send(channel, P.BEGIN, [
             UShort(channel), UInt(0), UInt(SESSION_WINDOW), UInt(SESSION_WINDOW), UInt(_MASK32), None, None, None,
         ])
@@ -312,6 +322,7 @@ class AmqpConnection(asyncio.Protocol):
         if session is None:
             raise P.ProtocolError("amqp:connection:framing-error", f"end on unknown channel {channel}")
         self._drop_session(session)
+        self.ended_channels.add(channel)
         if not session.ended:
             self.send(channel, P.END, [None])
 
@@ -363,12 +374,17 @@ class AmqpConnection(asyncio.Protocol):
                     error = self._attach_receiver(link, address, source_f, perf)
                     if link.runtime_metric:
                         offered = Array(Symbol, [Symbol(RUNTIME_METRIC)])
+            except FilterError as exc:
+                error = (service_errors.ARGUMENT_ERROR, service_errors.tracked(str(exc), str(address)))
             except AddressError as exc:
-                error = ("amqp:not-found", str(exc))
-        self._send_attach(link, offered, refused=error is not None and kind == KIND_HUB)
+                error = (service_errors.NOT_FOUND, service_errors.tracked(str(exc), str(address)))
         if error is not None:
+            # AMQP 1.0 2.6.3: a refused link is answered with an attach whose local terminus is null (source for
+            # the client's receiver, target for its sender), then a detach carrying the error.
+            self._send_attach(link, None, refused=True)
             self.detach(link, *error)
             return
+        self._send_attach(link, offered)
         if isinstance(link, InLink):
             self._grant_credit(link)
         elif kind == KIND_HUB:
@@ -392,18 +408,26 @@ class AmqpConnection(asyncio.Protocol):
             None,
         ])
 
-    def _attach_sender(self, link: InLink, address) -> tuple | None:
-        target = parse_send_target(address)
-        hub = self.broker.hub(target.hub)
-        if hub is None:
-            return ("amqp:not-found", f"The messaging entity '{target.hub}' could not be found.")
-        if target.partition_id is not None and target.partition_id not in hub.partitions:
-            return ("amqp:not-found", f"Partition '{target.partition_id}' of '{hub.name}' does not exist.")
+    def _refusal(self, hub, address, partition_id: str | None) -> tuple | None:
+        """The refusal shared by senders and receivers: partition, authorization, throttle."""
+        if partition_id is not None and partition_id not in hub.partitions:
+            return (service_errors.ARGUMENT_OUT_OF_RANGE, service_errors.invalid_partition(
+                partition_id, len(hub.partition_ids), f"{hub.name}~{partition_id}"))
         denied = self.broker.check_link_auth(self, address)
         if denied:
             return ("amqp:unauthorized-access", denied)
         if self.broker.throttle_mode == "detach":
             return ("com.microsoft:server-busy", "The server is busy (emulator throttle). Please retry.")
+        return None
+
+    def _attach_sender(self, link: InLink, address) -> tuple | None:
+        target = parse_send_target(address)
+        hub = self.broker.hub(target.hub)
+        if hub is None:
+            return (service_errors.NOT_FOUND, service_errors.entity_not_found(entity_uri(address, target.hub)))
+        refused = self._refusal(hub, address, target.partition_id)
+        if refused:
+            return refused
         link.hub = hub
         link.partition_id = target.partition_id
         hub.senders.add(link)
@@ -413,32 +437,33 @@ class AmqpConnection(asyncio.Protocol):
         src = parse_receive_source(address)
         hub = self.broker.hub(src.hub)
         if hub is None:
-            return ("amqp:not-found", f"The messaging entity '{src.hub}' could not be found.")
+            return (service_errors.NOT_FOUND, service_errors.entity_not_found(entity_uri(address, src.hub)))
         cg = hub.consumer_group(src.consumer_group)
         if cg is None:
-            return ("amqp:not-found", f"Consumer group '{src.consumer_group}' of '{hub.name}' does not exist.")
-        if src.partition_id not in hub.partitions:
-            return ("amqp:not-found", f"Partition '{src.partition_id}' of '{hub.name}' does not exist.")
-        denied = self.broker.check_link_auth(self, address)
-        if denied:
-            return ("amqp:unauthorized-access", denied)
-        if self.broker.throttle_mode == "detach":
-            return ("com.microsoft:server-busy", "The server is busy (emulator throttle). Please retry.")
+            return (service_errors.NOT_FOUND, service_errors.entity_not_found(
+                entity_uri(address, src.hub, "consumergroups", src.consumer_group)))
+        refused = self._refusal(hub, address, src.partition_id)
+        if refused:
+            return refused
         props = perf.properties if isinstance(perf.properties, dict) else {}
         epoch = props.get(EPOCH)
         link.epoch = None if epoch is None else int(epoch)
+        name = props.get(RECEIVER_NAME)
+        link.receiver_name = name.decode("utf-8", "replace") if isinstance(name, bytes) else (
+            str(name) if name is not None else None)
         caps = perf.desired_capabilities
         caps = caps if isinstance(caps, list) else [caps] if caps is not None else []
         link.runtime_metric = any(str(c) == RUNTIME_METRIC for c in caps)
         position = parse_filter(source_f[7])
         key = (cg.lower(), src.partition_id)
-        admitted, to_steal, why = hub.admit_receiver(key[0], key[1], link.epoch)
-        if not admitted:
-            return ("amqp:link:stolen", why)
+        refusal, to_steal, why = hub.admit_receiver(
+            key[0], key[1], link.epoch, link.receiver_name or "nil", self.broker.cfg.max_receivers_per_partition)
+        if refusal is not None:
+            return (refusal, why)
         for old in to_steal:
-            old.conn.detach(old, "amqp:link:stolen", (
-                f"New receiver with epoch {link.epoch} was opened; receiver with epoch {old.epoch} disconnected."
-            ))
+            old.conn.detach(old, service_errors.LINK_STOLEN, service_errors.epoch_stolen(
+                link.receiver_name or "nil", link.epoch, old.receiver_name or "nil",
+                old.epoch if old.epoch is not None else "nil"))
             old.conn.flush()
         partition = hub.partitions[src.partition_id]
         partition.expire()
@@ -712,8 +737,7 @@ class AmqpConnection(asyncio.Protocol):
                 for i in range(idx, idx + n):
                     payload = payloads[i]
                     if ra is not None:
-                        hl = hls[i]
-                        payload = payload[:hl] + ra + payload[hl:]
+                        payload = with_runtime_annotations(payload, hls[i], ra)
                     self._write_delivery(session, link, payload)
                     budget -= len(payload)
                     sent += 1

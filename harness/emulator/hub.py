@@ -1,4 +1,4 @@
-"""Event hubs, their partitions' event logs, and receiver ownership (owner level / epoch).
+"""Event hubs, their partitions' event logs, and receiver admission (owner level / epoch, the 5-reader quota).
 
 A partition log keeps events already encoded for delivery (see ``amqp.message.stamp``) in parallel lists indexed
 from a moving head, so positions resolve by arithmetic (sequence number) or bisection (offset, enqueued time),
@@ -11,6 +11,7 @@ import time
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
+from . import service_errors
 from .amqp.message import stamp
 from .config import HubConfig
 
@@ -241,21 +242,25 @@ class Hub:
                 del self.phantom_epochs[(cg, pid)]
         return best
 
-    def admit_receiver(self, cg: str, pid: str, epoch: int | None) -> tuple[bool, list, str]:
-        """Decide on a new receiver: (admitted, links to steal, refusal description)."""
+    def admit_receiver(self, cg: str, pid: str, epoch: int | None, name: str = "nil",
+                       limit: int = 5) -> tuple[str | None, list, str]:
+        """Decide on a new receiver: (refusal condition or None, links to steal, refusal description).
+
+        As the service: a higher or equal owner level (epoch) takes the partition from everyone; a lower one, or
+        none while an epoch receiver holds it, is refused; at most ``limit`` receivers without epoch may read a
+        partition of a consumer group at once.
+        """
         current = self.owner_epoch(cg, pid)
         existing = list(self.receivers.get((cg, pid), ()))
         if epoch is None:
             if current is not None:
-                return False, [], (
-                    f"Receiver without epoch refused: a receiver with epoch {current} owns partition {pid} "
-                    f"of consumer group {cg}."
-                )
-            return True, [], ""
+                return service_errors.LINK_STOLEN, [], service_errors.non_epoch_refused(current)
+            if len(existing) >= limit:
+                names = [link.receiver_name or "nil" for link in existing]
+                tracker = f"{self.cfg.name}~{pid}|{cg}"
+                return service_errors.RESOURCE_LIMIT, [], service_errors.receiver_quota(limit, names, tracker)
+            return None, [], ""
         if current is not None and epoch < current:
-            return False, [], (
-                f"Receiver with epoch {epoch} refused: a receiver with a higher epoch {current} owns partition "
-                f"{pid} of consumer group {cg}."
-            )
+            return service_errors.LINK_STOLEN, [], service_errors.lower_epoch_refused(name, epoch, current)
         self.phantom_epochs.pop((cg, pid), None)
-        return True, existing, ""
+        return None, existing, ""

@@ -57,7 +57,7 @@ class InLink(Link):
 class OutLink(Link):
     __slots__ = (
         "delivery_count", "credit", "drain", "consumer_group", "epoch", "runtime_metric", "next_seq",
-        "partition", "pending",
+        "partition", "pending", "receiver_name",
     )
 
     def __init__(self, *args) -> None:
@@ -71,6 +71,7 @@ class OutLink(Link):
         self.next_seq = 0
         self.partition = None
         self.pending: deque = deque()  # management/CBS responses waiting for credit
+        self.receiver_name: str | None = None  # com.microsoft:receiver-name, named in quota errors
 
 
 class Session:

@@ -11,6 +11,17 @@
         emu.steal("eh1", "0", "$Default", hold_s=0.0)        # receivers detached with amqp:link:stolen
         emu.snapshot()                                       # hubs/partitions/connections as a dict
 
+Listeners (all on ``host``; port 0 = a free port, None = not started): ``port`` plain AMQP (emulator connection
+strings), ``tls_port`` AMQP over TLS, ``ws_port`` AMQP over WebSockets (``ws://``), ``wss_port`` the same over TLS.
+TLS uses a CA the emulator makes with ``openssl`` (``ca_file``; kept in ``cert_dir`` when given, else in a
+temporary directory removed on stop). A client given a host name and a credential always uses TLS and dials 5671
+(443 for WebSockets) unless ``custom_endpoint_address`` names the port; ``emu.client_kwargs(transport)`` returns
+those arguments::
+
+    EventHubProducerClient(eventhub_name="eh1", credential=AzureNamedKeyCredential(name, key),
+                           **emu.client_kwargs("amqps"))          # or "wss"
+    EventHubProducerClient.from_connection_string(emu.connection_string("eh1"), **emu.client_kwargs("ws"))
+
 ``config`` is an EmulatorConfig, a path to a Config.json, or None for the defaults (see config.py).
 The same loop-side logic backs ``serve.serve_forever`` (foreground) and the HTTP control API (control.py).
 """
@@ -18,36 +29,72 @@ The same loop-side logic backs ``serve.serve_forever`` (foreground) and the HTTP
 from __future__ import annotations
 
 import asyncio
+import logging
+import shutil
 import threading
 
 from .broker import Broker
 from .config import DEFAULT_KEY, DEFAULT_KEY_NAME, EmulatorConfig, load_config
 from .connection import AmqpConnection
+from .tls import TlsUnavailable, ensure_certificates
+from .websocket import PATH as WEBSOCKET_PATH
+from .websocket import WebSocketAmqp
+
+log = logging.getLogger(__name__)
+TRANSPORTS = ("amqps", "wss", "ws")
 
 
 class EmulatorCore:
-    """The listening emulator on the current event loop (AMQP listener, broker and optional control API)."""
+    """The listening emulator on the current event loop (AMQP listeners, broker and optional control API)."""
 
     def __init__(self, config: EmulatorConfig | str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 control_port: int | None = None) -> None:
+                 control_port: int | None = None, *, tls_port: int | None = 0, ws_port: int | None = 0,
+                 wss_port: int | None = 0, cert_dir: str | None = None) -> None:
         self.cfg = config if isinstance(config, EmulatorConfig) else load_config(config)
         self.host = host
         self.requested_port = port
         self.requested_control_port = control_port
+        self.requested = {"tls": tls_port, "ws": ws_port, "wss": wss_port}
+        self.cert_dir = cert_dir
         self.port = 0
+        self.tls_port: int | None = None
+        self.ws_port: int | None = None
+        self.wss_port: int | None = None
+        self.ca_file: str | None = None
+        self.tls_error: str | None = None  # why TLS listeners are missing, if they are
         self.control_port: int | None = None
         self.broker: Broker | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list = []
+        self._owned_cert_dir: str | None = None
         self._control = None
 
     async def start(self) -> "EmulatorCore":
         loop = asyncio.get_running_loop()
         self.broker = Broker(self.cfg, loop)
         broker = self.broker
-        self._server = await loop.create_server(
-            lambda: AmqpConnection(broker), self.host, self.requested_port, reuse_address=True, backlog=512
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+
+        def amqp():
+            return AmqpConnection(broker)
+
+        def websocket():
+            return WebSocketAmqp(amqp, loop)
+
+        self.port = await self._listen(amqp, self.requested_port)
+        ssl_ctx = None
+        if self.requested["tls"] is not None or self.requested["wss"] is not None:
+            try:
+                files, self._owned_cert_dir = await loop.run_in_executor(None, ensure_certificates, self.cert_dir)
+                ssl_ctx = files.server_context()
+                self.ca_file = files.ca_file
+            except TlsUnavailable as exc:
+                self.tls_error = str(exc)
+                log.warning("TLS and WSS listeners not started: %s", exc)
+        if ssl_ctx is not None and self.requested["tls"] is not None:
+            self.tls_port = await self._listen(amqp, self.requested["tls"], ssl_ctx)
+        if self.requested["ws"] is not None:
+            self.ws_port = await self._listen(websocket, self.requested["ws"])
+        if ssl_ctx is not None and self.requested["wss"] is not None:
+            self.wss_port = await self._listen(websocket, self.requested["wss"], ssl_ctx)
         if self.requested_control_port is not None:
             from .control import ControlServer
 
@@ -55,21 +102,35 @@ class EmulatorCore:
             self.control_port = await self._control.start("127.0.0.1", self.requested_control_port)
         return self
 
+    async def _listen(self, factory, port: int, ssl_ctx=None) -> int:
+        server = await asyncio.get_running_loop().create_server(
+            factory, self.host, port, reuse_address=True, backlog=512, ssl=ssl_ctx,
+            ssl_handshake_timeout=10.0 if ssl_ctx is not None else None,
+        )
+        self._servers.append(server)
+        return server.sockets[0].getsockname()[1]
+
     async def stop(self) -> None:
         if self._control is not None:
             await self._control.stop()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self.broker is not None:
             self.broker.shutdown()
             await asyncio.sleep(0.05)
             for conn in list(self.broker.connections):
                 conn.abort()
-        if self._server is not None:
+        for server in self._servers:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+                await asyncio.wait_for(server.wait_closed(), 2.0)
             except (asyncio.TimeoutError, Exception):
                 pass
+        if self._owned_cert_dir is not None:
+            shutil.rmtree(self._owned_cert_dir, ignore_errors=True)
+            self._owned_cert_dir = None
+
+    def client_host(self) -> str:
+        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
 
     def connection_string(self, hub: str | None = None, key_name: str | None = None, key: str | None = None,
                           host: str | None = None) -> str:
@@ -79,20 +140,51 @@ class EmulatorCore:
         elif key is None:
             key = self.cfg.sas_keys.get(key_name, DEFAULT_KEY)
         if host is None:
-            host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+            host = self.client_host()
         text = (
             f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={key_name};"
             f"SharedAccessKey={key};UseDevelopmentEmulator=true"
         )
         return text + (f";EntityPath={hub}" if hub else "")
 
+    def endpoints(self) -> dict:
+        """Where each listener is, for clients and the control API's /status."""
+        return {
+            "host": self.client_host(), "amqp_port": self.port, "amqps_port": self.tls_port,
+            "ws_port": self.ws_port, "wss_port": self.wss_port, "websocket_path": WEBSOCKET_PATH,
+            "ca_file": self.ca_file, "tls_error": self.tls_error,
+        }
+
+    def client_kwargs(self, transport: str = "amqps") -> dict:
+        """SDK client keyword arguments that reach this emulator over ``transport`` (one of TRANSPORTS).
+
+        ``amqps`` / ``wss``: for ``EventHubProducerClient(eventhub_name=..., credential=..., **kwargs)``, i.e. a
+        host name and a credential (TLS, verified against ``ca_file``). ``ws``: for ``from_connection_string(
+        emu.connection_string(hub), **kwargs)`` (emulator mode, no TLS) over WebSockets.
+        """
+        from azure.eventhub import TransportType
+
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+        port = {"amqps": self.tls_port, "wss": self.wss_port, "ws": self.ws_port}[transport]
+        if port is None:
+            why = f": {self.tls_error}" if self.tls_error and transport != "ws" else ""
+            raise RuntimeError(f"the emulator has no {transport} listener{why}")
+        kind = TransportType.Amqp if transport == "amqps" else TransportType.AmqpOverWebsocket
+        kwargs = {"transport_type": kind, "custom_endpoint_address": f"sb://{self.client_host()}:{port}"}
+        if transport != "ws":
+            kwargs.update(fully_qualified_namespace="localhost", connection_verify=self.ca_file)
+        return kwargs
+
 
 class EmulatorServer:
     """Threaded wrapper around EmulatorCore; every method is safe to call from any thread."""
 
     def __init__(self, config: EmulatorConfig | str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 control_port: int | None = None) -> None:
-        self.core = EmulatorCore(config, host, port, control_port)
+                 control_port: int | None = None, *, tls_port: int | None = 0, ws_port: int | None = 0,
+                 wss_port: int | None = 0, cert_dir: str | None = None) -> None:
+        self.core = EmulatorCore(config, host, port, control_port, tls_port=tls_port, ws_port=ws_port,
+                                 wss_port=wss_port, cert_dir=cert_dir)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -159,6 +251,28 @@ class EmulatorServer:
     @property
     def host(self) -> str:
         return self.core.host
+
+    @property
+    def tls_port(self) -> int | None:
+        return self.core.tls_port
+
+    @property
+    def ws_port(self) -> int | None:
+        return self.core.ws_port
+
+    @property
+    def wss_port(self) -> int | None:
+        return self.core.wss_port
+
+    @property
+    def ca_file(self) -> str | None:
+        return self.core.ca_file
+
+    def endpoints(self) -> dict:
+        return self.core.endpoints()
+
+    def client_kwargs(self, transport: str = "amqps") -> dict:
+        return self.core.client_kwargs(transport)
 
     @property
     def control_port(self) -> int | None:

@@ -30,6 +30,17 @@ HUBS = (
     HubConfig("hostile", 1, CG),
     HubConfig("control", 2, CG),
     HubConfig("big", 1, CG),
+    HubConfig("annotations", 1, CG),
+    HubConfig("refusals", 2, CG),
+    HubConfig("shrink", 4, CG),
+    HubConfig("quota", 1, CG),
+    HubConfig("idle", 1, CG),
+    HubConfig("transports", 2, CG),
+    # partition counts of the Azure SDK for JS's published key placements (test_sdk_fidelity.py)
+    HubConfig("keys3", 3, CG),
+    HubConfig("keys4", 4, CG),
+    HubConfig("keys11", 11, CG),
+    HubConfig("keys15", 15, CG),
 )
 
 

@@ -20,8 +20,9 @@ def consumer(emu, hub, cg="$Default", **kw):
     )
 
 
-def collect(consumer, n: int, timeout: float = 15.0, **receive_kwargs) -> list:
-    """Run ``consumer.receive`` in a thread until ``n`` events arrived (or timeout); returns the events.
+def collect(consumer, n: int, timeout: float = 15.0, stop_on_error: bool = False, **receive_kwargs) -> list:
+    """Run ``consumer.receive`` in a thread until ``n`` events arrived (or timeout, or the first error with
+    ``stop_on_error``); returns the events.
 
     Errors passed to on_error are collected under ``collect.errors`` of the returned list.
     """
@@ -38,6 +39,8 @@ def collect(consumer, n: int, timeout: float = 15.0, **receive_kwargs) -> list:
 
     def on_error(ctx, err):
         errors.append((ctx, err))
+        if stop_on_error:
+            done.set()
 
     receive_kwargs.setdefault("on_error", on_error)
     t = threading.Thread(target=consumer.receive, kwargs=dict(on_event=on_event, **receive_kwargs), daemon=True)

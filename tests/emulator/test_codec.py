@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from harness.emulator.amqp import performatives as P
 from harness.emulator.amqp.codec import DecodeError, decode, dumps, loads
 from harness.emulator.amqp.frames import FrameReader, frame
-from harness.emulator.amqp.message import scan_sections, split_batch, stamp
+from harness.emulator.amqp.message import (
+    runtime_annotations, scan_sections, split_batch, stamp, with_runtime_annotations,
+)
 from harness.emulator.amqp.types import (
     Array, Byte, Char, Decimal32, Decimal64, Decimal128, Described, Float, Int, Short, Symbol, Timestamp, UByte,
     UInt, ULong, UShort,
@@ -245,3 +247,48 @@ def test_section_scanners_fuzz(data):
             fn(data)
         except (DecodeError, IndexError, struct.error):
             pass
+
+
+def _codes(stored: bytes) -> list[int]:
+    return [code for code, *_ in scan_sections(stored)]
+
+
+def test_stamp_keeps_delivery_annotations_sent_after_the_body():
+    # what the SDK's encode_payload writes: header, properties, data, then delivery annotations last
+    da = dumps(Described(ULong(0x71), {Symbol("x-trace"): "t1"}))
+    m = b"\x00\x53\x70\xc0\x02\x01\x41" + dumps(Described(ULong(0x73), ["id-1"])) + dumps(
+        Described(ULong(0x75), b"body")) + da
+    stored, hl = stamp(m, 3, 30, 7)
+    assert _codes(stored) == [0x70, 0x71, 0x72, 0x73, 0x75]  # normalised to the standard order
+    assert stored[hl:hl + len(da)] == da
+
+
+def test_stamp_drops_delivery_annotations_in_the_standard_place():
+    # before the body they address this hop only (and the service does not pass them on)
+    m = dumps(Described(ULong(0x71), {Symbol("hop"): 1})) + dumps(Described(ULong(0x77), "v"))
+    stored, hl = stamp(m, 0, 0, 0)
+    assert hl == 0 and _codes(stored) == [0x72, 0x77]
+
+
+def test_stamp_accepts_any_section_order_and_symbolic_descriptors():
+    body = dumps(Described(Symbol("amqp:data:binary"), b"payload"))
+    props = dumps(Described(ULong(0x74), {"p": 1}))
+    ann = dumps(Described(Symbol("amqp:message-annotations:map"), {Symbol("k"): "v"}))
+    stored, _ = stamp(body + props + ann, 1, 2, 3)  # body first, annotations last
+    assert _codes(stored) == [0x72, 0x75, 0x74]
+    assert all(stored[start + 1] == 0x53 for _c, start, _v, _e in scan_sections(stored))  # what the SDK reads
+    sections = {code: loads(stored[v:e]) for code, _s, v, e in scan_sections(stored)}
+    assert sections[0x75] == b"payload" and sections[0x72]["k"] == "v" and sections[0x72]["x-opt-offset"] == "2"
+
+
+def test_runtime_metrics_merge_into_the_events_delivery_annotations():
+    m = dumps(Described(ULong(0x77), "v")) + dumps(
+        Described(ULong(0x71), {Symbol("x-trace"): "t1", Symbol("last_enqueued_offset"): "forged"}))
+    stored, hl = stamp(m, 0, 0, 0)
+    merged = with_runtime_annotations(stored, hl, runtime_annotations(9, "900", 11, 12))
+    assert _codes(merged).count(0x71) == 1
+    da = loads(merged[hl + 3:scan_sections(merged)[0][3]])
+    assert da["x-trace"] == "t1" and da["last_enqueued_offset"] == "900" and da["last_enqueued_sequence_number"] == 9
+    plain, phl = stamp(dumps(Described(ULong(0x77), "v")), 0, 0, 0)
+    inserted = with_runtime_annotations(plain, phl, runtime_annotations(9, "900", 11, 12))
+    assert _codes(inserted) == [0x71, 0x72, 0x77]

@@ -139,24 +139,51 @@ def test_control_api(emu):
     assert _http(f"{base}/nothing", {})[0] == 404
 
 
-def test_serve_forever_process(tmp_path):
-    cfg = _write(tmp_path, MS_SAMPLE)
+def _serve(args, n_lines):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "harness.emulator", "--port", "0", "--config", cfg],
+    proc = subprocess.Popen([sys.executable, "-m", "harness.emulator", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    lines = [proc.stdout.readline().strip() for _ in range(n_lines)]
+    return proc, lines
+
+
+def test_serve_forever_process(tmp_path):
+    cfg = _write(tmp_path, MS_SAMPLE)
+    proc, lines = _serve(["--port", "0", "--config", cfg], 6)
     try:
-        lines = [proc.stdout.readline().strip() for _ in range(2)]
         assert lines[0].startswith("connection_string=Endpoint=sb://127.0.0.1:")
         assert lines[0].endswith("UseDevelopmentEmulator=true")
         assert lines[1].startswith("control=http://127.0.0.1:")
+        info = dict(line.split("=", 1) for line in lines[2:])
+        assert sorted(info) == ["ca_file", "tls_port", "ws_port", "wss_port"]
+        assert all(info[k].isdigit() for k in ("tls_port", "ws_port", "wss_port")) and os.path.isfile(info["ca_file"])
         conn = lines[0].split("=", 1)[1]
-        from azure.eventhub import EventHubProducerClient
+        from azure.core.credentials import AzureNamedKeyCredential
+        from azure.eventhub import EventHubProducerClient, TransportType
 
         with EventHubProducerClient.from_connection_string(conn, eventhub_name="eh1", retry_total=0) as p:
             assert p.get_partition_ids() == ["0", "1"]
+        with EventHubProducerClient(  # what a client given a host name and a credential needs
+            fully_qualified_namespace="localhost", eventhub_name="eh1", retry_total=0,
+            credential=AzureNamedKeyCredential("RootManageSharedAccessKey", "SAS_KEY_VALUE"),
+            custom_endpoint_address=f"sb://127.0.0.1:{info['tls_port']}", transport_type=TransportType.Amqp,
+            connection_verify=info["ca_file"],
+        ) as p:
+            assert p.get_partition_ids() == ["0", "1"]
         status, snap = _http(lines[1].split("=", 1)[1] + "/status")
         assert status == 200 and "eh1" in snap["hubs"]
+        assert snap["endpoints"]["amqps_port"] == int(info["tls_port"])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    assert not os.path.exists(info["ca_file"])  # the temporary certificate directory goes with the process
+
+
+def test_serve_without_tls_or_websockets(tmp_path):
+    proc, lines = _serve(["--config", _write(tmp_path, MS_SAMPLE), "--no-tls", "--no-websockets"], 6)
+    try:
+        assert lines[2:] == ["tls_port=none", "ws_port=none", "wss_port=none", "ca_file=none"]
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0

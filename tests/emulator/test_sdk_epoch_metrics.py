@@ -12,8 +12,8 @@ from emulator_helpers import collect, consumer, producer, wait_for
 class Receiver:
     """EventHubConsumerClient.receive on one partition in a thread, recording events and errors."""
 
-    def __init__(self, emu, hub, pid="0", **kw):
-        self.client = consumer(emu, hub)
+    def __init__(self, emu, hub, pid="0", client_kw=None, **kw):
+        self.client = consumer(emu, hub, **(client_kw or {}))
         self.events, self.errors, self.closed = [], [], []
         kw.setdefault("starting_position", "-1")
         self.thread = threading.Thread(target=self.client.receive, kwargs=dict(

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from azure.eventhub import EventData
-from azure.eventhub.exceptions import ConnectError, EventDataSendError, EventHubError
+from azure.eventhub.exceptions import AuthenticationError, ConnectError, EventDataSendError, EventHubError
 
 from emulator_helpers import collect, consumer, producer, wait_for
 from test_sdk_epoch_metrics import Receiver
@@ -57,10 +57,17 @@ def test_delete_hub_detaches_links_with_not_found(emu):
     assert wait_for(lambda: emu.snapshot()["hubs"][hub]["receivers"] == 1, 10)
     before = len(_detaches(emu, hub, "receiver", "amqp:not-found"))
     emu.delete_hub(hub)
-    # the open link is detached with amqp:not-found, then the SDK's re-attach is refused the same way
-    assert wait_for(lambda: len(_detaches(emu, hub, "receiver", "amqp:not-found")) >= before + 2, 10)
-    assert not r.events
+    # the open link is detached with amqp:not-found; reconnecting then fails at the CBS put-token, which the
+    # service answers with 404 for a missing entity (the SDK keeps retrying that receiver quietly) ...
+    assert wait_for(lambda: len(_detaches(emu, hub, "receiver", "amqp:not-found")) >= before + 1, 10)
+    # ... and a new consumer of the missing hub gets AuthenticationError naming it, as against the service
+    late = Receiver(emu, hub, pid="1")
+    assert wait_for(lambda: late.errors, 15)
+    assert isinstance(late.errors[0], AuthenticationError)
+    assert "404" in str(late.errors[0]) and f"/{hub}' could not be found" in str(late.errors[0])
+    assert not r.events and not late.events
     r.stop()
+    late.stop()
     emu.recreate_hub(hub)
 
 

@@ -35,7 +35,9 @@ KAFKA_MURMUR2 = {
 LIBRDKAFKA_POSITIVE = {b"kafka": 1348980580, b"amqp": 767747138, b"giberish123456789": 257239820}
 
 # Azure SDK for .NET, sdk/eventhub/Azure.Messaging.EventHubs/tests/Core/PartitionResolverTests.cs
-# PartitionHashTestCases: key -> (short) hash code.
+# PartitionHashTestCases: key -> (short) hash code. The Java SDK carries the same literals "to confirm
+# cross-language compatibility": Azure/azure-sdk-for-java
+# sdk/eventhubs/azure-messaging-eventhubs/src/test/java/com/azure/messaging/eventhubs/PartitionResolverTests.java
 EVENTHUBS_HASH = [
     ("7", -15263),
     ("131", 30562),
@@ -49,6 +51,17 @@ EVENTHUBS_HASH = [
     ("p4*!jioeO/z-!-;w:dh", -3104),
     ("$0cb", 26269),
     ("-4189260826195535198", 453),
+]
+
+
+# Published partition placements: Azure/azure-sdk-for-js
+# sdk/eventhub/event-hubs/test/internal/mapPartitionKeyToId.spec.ts, "created from outputs received from the C#
+# implementation of Jenkins lookup3 that the Event Hubs service uses": (key, partition count) -> partition.
+EVENTHUBS_PLACEMENTS = [
+    ("alphabet", 3, 0),
+    ("alphabet", 11, 4),
+    ("TheBestParitionEver", 4, 2),
+    ("TheWorstParitionEver", 15, 1),
 ]
 
 
@@ -155,6 +168,19 @@ def test_eventhubs_partition_is_dotnet_abs_of_truncated_remainder(key, h, n):
     trunc_rem = int(abs(h) % n) * (1 if h >= 0 else -1)
     assert eventhubs_partition_for_key(key, n) == abs(trunc_rem)
     assert eventhubs_buffered_partition_for_key(key, n) == abs(h % n)
+
+
+@pytest.mark.parametrize("key,count,partition", EVENTHUBS_PLACEMENTS)
+def test_eventhubs_partition_matches_published_service_placements(key, count, partition):
+    assert eventhubs_partition_for_key(key, count) == partition
+    assert eventhubs_partitions_for_keys([key], count).tolist() == [partition]
+    assert partition_for_key(key, count, "eventhubs") == partition
+
+
+def test_published_placements_tell_service_from_floor_modulo():
+    # the JS vectors include negative hash codes where a flooring % would place the key elsewhere
+    differs = [(k, n) for k, n, p in EVENTHUBS_PLACEMENTS if eventhubs_buffered_partition_for_key(k, n) != p]
+    assert differs == [("alphabet", 11), ("TheWorstParitionEver", 15)]
 
 
 def test_eventhubs_service_vs_python_buffered_differ_for_negative_hash():

@@ -3,6 +3,12 @@
 Events are stored already encoded as the consumer will receive them (producer's sections with the service's
 message annotations merged in), so delivery is a concatenation, and only the message-annotations map is touched
 when an event is accepted: the rest of the producer's bytes are checked for structure and kept as they are.
+
+Section order is not enforced, as the service does not enforce it: the Python SDK deliberately encodes delivery
+annotations *after* the body, because the service drops them in their standard place (they are hop-scoped) but
+carries them to receivers from there. Stored events are normalised to the standard order (header, delivery
+annotations, message annotations, the rest as sent) so runtime metrics can be merged into the one
+delivery-annotations map the SDK reads.
 """
 
 from __future__ import annotations
@@ -58,10 +64,9 @@ def section_code(buf, pos: int) -> tuple[int, int]:
 
 
 def scan_sections(buf) -> list[tuple[int, int, int, int]]:
-    """(code, section_start, value_start, end) for every section; validates the outer structure."""
+    """(code, section_start, value_start, end) for every section, in the order sent; validates the structure."""
     out = []
     pos, n = 0, len(buf)
-    last = -1
     while pos < n:
         code, vpos = section_code(buf, pos)
         if not HEADER <= code <= FOOTER:
@@ -69,9 +74,6 @@ def scan_sections(buf) -> list[tuple[int, int, int, int]]:
         if vpos >= n:
             raise DecodeError("truncated section")
         end = skip(buf, vpos)
-        if code < last and not (code == last == DATA or code == last == SEQUENCE):
-            raise DecodeError("message sections out of order")
-        last = code
         out.append((code, pos, vpos, end))
         pos = end
     return out
@@ -171,55 +173,73 @@ def _str_bytes(text: str) -> bytes:
 def stamp(inner: bytes, seq: int, offset: int, time_ms: int) -> tuple[bytes, int]:
     """The stored/delivered encoding of an accepted event, and the length of its header section.
 
-    Producer delivery annotations are dropped (they are for one hop); service annotations replace any the
-    producer set under the same keys.
+    Delivery annotations sent before the body are dropped (hop-scoped, as the service treats them); those sent
+    after it (the Python SDK's placement) travel with the event, moved to the standard place. Service annotations
+    replace any the producer set under the same keys. Every section is re-described canonically (``00 53 xx``),
+    the only form the SDK's decoder reads.
     """
     sections = scan_sections(inner)
-    header_end = 0
-    ann_count, ann_entries = 0, b""
-    rest_start = 0
+    header = b""
+    delivery = b""
+    ann_count, ann_entries, ann_vpos = 0, b"", -1
+    rest: list = []
+    run_start = run_end = -1  # a run of contiguous canonical sections copied with one slice
+    seen_body = False
     for code, start, vpos, end in sections:
         if code == HEADER:
-            header_end = rest_start = end
-        elif code == DELIVERY_ANN:
-            rest_start = end
-        elif code == MESSAGE_ANN:
+            header = _canonical(inner, code, start, vpos, end)
+            continue
+        if code == MESSAGE_ANN:
             ann_count, ann_entries = _map_entries(inner, vpos)
-            rest_start = end
+            ann_vpos = vpos
+            continue
+        if code == DELIVERY_ANN:
+            if seen_body:
+                delivery = b"\x00\x53\x71" + inner[vpos:end]
+            continue
+        if DATA <= code <= VALUE:
+            seen_body = True
+        if vpos == start + 3 and inner[start + 1] == 0x53 and start == run_end:
+            run_end = end
+            continue
+        if run_start >= 0:
+            rest.append(inner[run_start:run_end])
+        if vpos == start + 3 and inner[start + 1] == 0x53:
+            run_start, run_end = start, end
         else:
-            break
+            run_start = run_end = -1
+            rest.append(_canonical(inner, code, start, vpos, end))
+    if run_start >= 0:
+        rest.append(inner[run_start:run_end])
     if ann_count and any(k in ann_entries for k in _SERVICE_KEYS):
-        ann_count, ann_entries = _without_service_keys(inner, sections)
+        ann_count, ann_entries = _without_service_keys(inner, ann_vpos)
     off = str(offset).encode()
     own = b"".join(
         (K_SEQ, b"\x81", _q(seq), K_OFFSET, bytes((0xA1, len(off))), off, K_TIME, b"\x83", _q(time_ms))
     )
     body_len = len(ann_entries) + len(own)
-    parts = (
-        inner[:header_end] if header_end else b"",
-        b"\x00\x53\x72",
-        _map_header(ann_count + 6, body_len),
-        ann_entries,
-        own,
-        inner[rest_start:],
-    )
-    return b"".join(parts), header_end
+    parts = [header, delivery, b"\x00\x53\x72", _map_header(ann_count + 6, body_len), ann_entries, own]
+    parts.extend(rest)
+    return b"".join(parts), len(header)
 
 
-def _without_service_keys(inner: bytes, sections) -> tuple[int, bytes]:
-    for code, _s, vpos, _e in sections:
-        if code == MESSAGE_ANN:
-            value, _ = decode(inner, vpos, 1)
-            out = bytearray()
-            count = 0
-            for key, val in value.items():
-                if str(key).encode() in _SERVICE_KEYS:
-                    continue
-                encode(key, out)
-                encode(val, out)
-                count += 2
-            return count, bytes(out)
-    return 0, b""
+def _canonical(buf, code: int, start: int, vpos: int, end: int) -> bytes:
+    if vpos == start + 3 and buf[start + 1] == 0x53:
+        return bytes(buf[start:end])
+    return bytes((0x00, 0x53, code)) + bytes(buf[vpos:end])
+
+
+def _without_service_keys(inner: bytes, vpos: int) -> tuple[int, bytes]:
+    value, _ = decode(inner, vpos, 1)
+    out = bytearray()
+    count = 0
+    for key, val in value.items():
+        if str(key).encode() in _SERVICE_KEYS:
+            continue
+        encode(key, out)
+        encode(val, out)
+        count += 2
+    return count, bytes(out)
 
 
 def runtime_annotations(last_seq: int, last_offset: int | str, last_time_ms: int, now_ms: int) -> bytes:
@@ -233,7 +253,28 @@ def runtime_annotations(last_seq: int, last_offset: int | str, last_time_ms: int
             K_RETRIEVAL, b"\x83", _q(now_ms),
         )
     )
-    return b"\x00\x53\x71" + _map_header(8, len(body)) + body
+    return DELIVERY_ANN_PREFIX + _map_header(8, len(body)) + body
+
+
+DELIVERY_ANN_PREFIX = b"\x00\x53\x71"
+_RUNTIME_KEYS = ("last_enqueued_sequence_number", "last_enqueued_offset", "last_enqueued_time_utc",
+                 "runtime_info_retrieval_time_utc")
+
+
+def with_runtime_annotations(payload: bytes, header_len: int, runtime_section: bytes) -> bytes:
+    """``payload`` with the runtime-metric section inserted after the header, or merged into the event's own
+    delivery annotations when it carries some (the SDK keeps only one delivery-annotations map)."""
+    if payload[header_len : header_len + 3] != DELIVERY_ANN_PREFIX:
+        return payload[:header_len] + runtime_section + payload[header_len:]
+    vpos = header_len + 3
+    end = skip(payload, vpos)
+    own, _ = decode(payload, vpos, 1)
+    runtime, _ = decode(runtime_section, 3, 1)
+    merged = {k: v for k, v in (own or {}).items() if str(k) not in _RUNTIME_KEYS}
+    merged.update(runtime)
+    section = bytearray(DELIVERY_ANN_PREFIX)
+    encode(merged, section)
+    return payload[:header_len] + bytes(section) + payload[end:]
 
 
 # ------------------------------------------------------------------------------------------ whole messages
