@@ -30,6 +30,7 @@ class EmulatedEventHubs(EventHubsBackendBase):
         self.supervisor: Supervisor | None = None
         self._conn = ""
         self.control_url = ""
+        self.endpoints: dict[str, str] = {}  # tls_port, ws_port, wss_port, ca_file as the emulator reported them
 
     def connection_string(self) -> str:
         return self._conn
@@ -51,18 +52,21 @@ class EmulatedEventHubs(EventHubsBackendBase):
         self.supervisor = supervisor
         self.child = supervisor.spawn("eventhubs-emulator", [
             sys.executable, "-m", "harness.emulator", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
-            "--config", str(config)], log_path=log)
+            "--config", str(config), "--cert-dir", str(home / "tls")], log_path=log)  # TLS/WebSocket listeners too
         deadline = time.monotonic() + timeout
-        while not (self._conn and self.control_url):
+        while not (self._conn and self.control_url and "wss_port" in self.endpoints):
             if not self.child.alive():
                 raise BackendError(f"the Event Hubs emulator exited during start-up:\n{_tail(log)}")
             if time.monotonic() > deadline:
                 raise BackendError(f"the Event Hubs emulator did not report its ports within {timeout:.0f}s")
             for line in _lines(log):
-                if line.startswith("connection_string="):
-                    self._conn = line.split("=", 1)[1]
-                elif line.startswith("control="):
-                    self.control_url = line.split("=", 1)[1]
+                key, _, value = line.partition("=")
+                if key == "connection_string":
+                    self._conn = value
+                elif key == "control":
+                    self.control_url = value
+                elif key in ("tls_port", "ws_port", "wss_port", "ca_file"):
+                    self.endpoints[key] = value
             time.sleep(0.05)
 
     def stop(self) -> None:
@@ -96,7 +100,8 @@ class EmulatedEventHubs(EventHubsBackendBase):
             return json.loads(resp.read())
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "mode": "emulator", "send": self.send_mode, "endpoint": self._conn.split(";")[0]}
+        return {"kind": self.kind, "mode": "emulator", "send": self.send_mode, "endpoint": self._conn.split(";")[0],
+                **self.endpoints}
 
 
 def _lines(path: Path) -> list[str]:
