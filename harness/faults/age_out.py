@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultOptions, LossRange, eventhubs_partitions_problem
+from harness.faults.base import Fault, FaultOptions, eventhubs_partitions_problem
 
 DATA_LOSS = "EventHubsDataLossError"  # what the project's Event Hubs source fails with (failOnDataLoss)
 
@@ -46,12 +46,6 @@ class AgeOut(Fault):
         for p in chosen:
             if cut[p] > before[p]:
                 backend.control(f"hubs/{ctx.stream}/age-out", {"partition": str(p), "up_to_seq": cut[p] - 1})
-        after = backend.start_offsets(ctx.stream)
-        self.effect.loss = [LossRange(p, before[p], after[p]) for p in chosen if after[p] > before[p]]
-        planned = ctx.planned_offsets()
-        unread_removed = {p: after[p] - max(before[p], planned.get(p, 0)) for p in chosen
-                          if after[p] > max(before[p], planned.get(p, 0))}
-        if unread_removed and ctx.scenario.fail_on_data_loss:
-            self.effect.failure = DATA_LOSS
-        return {"start_before": before, "start_after": after, "query_planned_up_to": planned,
-                "removed_beyond_query": unread_removed, "placements_read": len(placements)}
+        after = {p: o for p, o in backend.start_offsets(ctx.stream).items() if p in cut}
+        return {"start_before": before, "start_after": after, "placements_read": len(placements),
+                **self.declare_cut(ctx, before, after, DATA_LOSS)}

@@ -118,6 +118,19 @@ class Fault:
     def heal(self, ctx: "RunContext") -> dict[str, Any]:
         return {}
 
+    def declare_cut(self, ctx: "RunContext", before: dict[int, int], after: dict[int, int], failure: str) -> dict:
+        """For faults that remove the start of partitions: the exact loss [before, after) per partition, and the
+        query's failure (`failure`) under failOnDataLoss=true when removed events lay beyond the batches Spark had
+        planned. Spark's planned position is read after the removal: every batch planned from now on starts there
+        or later, so removed events past it will certainly be missed."""
+        self.effect.loss = [LossRange(p, before[p], after[p]) for p in after if after[p] > before[p]]
+        planned = ctx.planned_offsets()
+        unread_removed = {p: after[p] - max(before[p], planned.get(p, 0)) for p in after
+                          if after[p] > max(before[p], planned.get(p, 0))}
+        if unread_removed and ctx.scenario.fail_on_data_loss:
+            self.effect.failure = failure
+        return {"query_planned_up_to": planned, "removed_beyond_query": unread_removed}
+
 
 def kafka_partitions_problem(scenario, partitions: list[int] | None) -> str | None:
     """For faults that act on chosen partitions of a Kafka topic: why the scenario cannot carry them, or None."""

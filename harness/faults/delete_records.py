@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultOptions, LossRange, kafka_partitions_problem
+from harness.faults.base import Fault, FaultOptions, kafka_partitions_problem
 
 
 class DeleteRecordsOptions(FaultOptions):
@@ -36,13 +36,5 @@ class DeleteRecords(Fault):
         chosen = self.options.partitions if self.options.partitions is not None else sorted(ends)
         cut = {p: max(before[p], ends[p] - self.options.keep_last) for p in chosen}
         after = backend.delete_records(ctx.stream, cut)
-        self.effect.loss = [LossRange(p, before[p], after[p]) for p in chosen if after[p] > before[p]]
-        # Spark reads on from where its last planned batch ended; read after the deletion, so that every batch
-        # planned from now on starts there or later: removed records past that will certainly be missed
-        planned = ctx.planned_offsets()
-        unread_removed = {p: after[p] - max(before[p], planned.get(p, 0)) for p in chosen
-                          if after[p] > max(before[p], planned.get(p, 0))}
-        if unread_removed and ctx.scenario.fail_on_data_loss:
-            self.effect.failure = "KAFKA_DATA_LOSS"
-        return {"log_start_before": before, "log_start_after": after, "query_planned_up_to": planned,
-                "removed_beyond_query": unread_removed}
+        return {"log_start_before": before, "log_start_after": after,
+                **self.declare_cut(ctx, before, after, "KAFKA_DATA_LOSS")}

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harness.emulator.bench import run_bench
 
 
+@pytest.mark.slow  # `make test-slow`: a benchmark's smoke run, kept out of `make test`'s time budget
 def test_run_bench_small(tmp_path):
     path = tmp_path / "bench.json"
     result = run_bench(str(path), True, producers=2, events_per_producer=3000, batch_size=500)
