@@ -47,5 +47,6 @@ class AgeOut(Fault):
             if cut[p] > before[p]:
                 backend.control(f"hubs/{ctx.stream}/age-out", {"partition": str(p), "up_to_seq": cut[p] - 1})
         after = {p: o for p, o in backend.start_offsets(ctx.stream).items() if p in cut}
+        self.effect.gap_visible = True  # the partition goes on: a source reading it sees exactly what is missing
         return {"start_before": before, "start_after": after, "placements_read": len(placements),
                 **self.declare_cut(ctx, before, after, DATA_LOSS)}

@@ -81,6 +81,7 @@ class Effect:
     send_failures: bool = False  # producer sends may fail while the fault is active
     new_generation_ms: float | None = None  # the stream was recreated then: its offsets restart at 0
     expect_source: dict[str, int] = field(default_factory=dict)  # source task counters that must reach these
+    gap_visible: bool = False  # the source can see the whole removed range (it still exists around it)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,7 +90,8 @@ class Effect:
     def from_dict(cls, data: dict) -> "Effect":
         return cls(loss=[LossRange(**r) for r in data.get("loss", [])], failure=data.get("failure"),
                    query_down=bool(data.get("query_down")), send_failures=bool(data.get("send_failures")),
-                   new_generation_ms=data.get("new_generation_ms"), expect_source=dict(data.get("expect_source") or {}))
+                   new_generation_ms=data.get("new_generation_ms"), expect_source=dict(data.get("expect_source") or {}),
+                   gap_visible=bool(data.get("gap_visible")))
 
 
 class Fault:

@@ -38,16 +38,26 @@ class HubDelete(Fault):
     def inject(self, ctx) -> dict:
         backend, hub = ctx.backend, ctx.stream
         before, ends = backend.start_offsets(hub), backend.end_offsets(hub)
-        placements = backend.read_placements(hub, {p: (before[p], ends[p]) for p in ends})
+        placements = backend.read_placements(hub, {p: (before[p], ends[p]) for p in ends})  # the bulk, seconds
+        # then, with sends refused (server busy: producers retry), the tail that came meanwhile: the hub holds
+        # exactly what was read when it goes, and every event acked before the sends resume is of the old hub
+        backend.control("throttle", {"on": True, "mode": "reject"})
+        try:
+            tail_end = backend.end_offsets(hub)
+            placements += backend.read_placements(hub, {p: (ends[p], tail_end[p]) for p in tail_end})
+            backend.control(f"hubs/{hub}/delete")
+            if self.options.recreate:
+                backend.control(f"hubs/{hub}/recreate", {"partition_count": len(ends)})
+        finally:
+            backend.control("throttle", {"on": False})
+        resumed_ms = time.time() * 1000.0
         backend.write_placements(ctx.run_dir / "placements" / f"hub_delete-{time.time_ns()}.csv", placements)
-        backend.control(f"hubs/{hub}/delete")
-        deleted_ms = time.time() * 1000.0
         if self.options.recreate:
-            backend.control(f"hubs/{hub}/recreate", {"partition_count": len(ends)})
-            self.effect.new_generation_ms = deleted_ms
-        self.effect.loss = [LossRange(p, before[p], ends[p], acked_before_ms=deleted_ms) for p in ends
-                            if ends[p] > before[p]]
-        self.effect.send_failures = True  # sends in flight at the deletion fail (and all later ones, if not recreated)
+            self.effect.new_generation_ms = resumed_ms
+        self.effect.loss = [LossRange(p, before[p], tail_end[p], acked_before_ms=resumed_ms) for p in tail_end
+                            if tail_end[p] > before[p]]
+        self.effect.send_failures = True  # sends refused while the hub goes may run out of retries
         if ctx.scenario.fail_on_data_loss:
             self.effect.failure = DATA_LOSS
-        return {"start": before, "end": ends, "placements_read": len(placements), "recreated": self.options.recreate}
+        return {"start": before, "end": tail_end, "placements_read": len(placements),
+                "recreated": self.options.recreate}

@@ -110,9 +110,12 @@ def task_records(metrics_dir) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------------------ Spark
-def test_receiver_is_reused_across_batches_in_the_python_worker(spark, emulator, tmp_path):
+def test_receiver_is_reused_across_batches_and_the_query_reads_on_after_steals(spark, emulator, tmp_path):
     """The module's first query: a fresh session has no idle Python worker and a one-partition hub needs one task
-    per batch, so every batch runs in the same worker and must find its receiver where the last batch left it."""
+    per batch, so every batch runs in the same worker and must find its receiver where the last batch left it.
+    Then a competing higher-epoch reader takes the partition twice: between batches and gone at once (the next
+    task finds its cached receiver stolen), and staying 2 s (the next task is refused and retries until it
+    leaves). The query reads every event once."""
     conn = emulator.connection_string()
     send(conn, "reuse", "0", 20)
     df = stream(spark, conn, "reuse", **{"eventhubs.startingPosition": FROM_START, "maxEventsPerTrigger": 10,
@@ -120,18 +123,28 @@ def test_receiver_is_reused_across_batches_in_the_python_worker(spark, emulator,
     q = df.writeStream.format("memory").queryName("reuse").option("checkpointLocation", str(tmp_path / "ck")).start()
     try:
         q.processAllAvailable()
+        reuse = task_records(tmp_path / "m")
+        assert emulator.steal("reuse", "0") == 1  # the cached receiver, idle between batches
+        send(conn, "reuse", "0", 10, prefix="second")
+        q.processAllAvailable()
+        assert emulator.steal("reuse", "0", hold_s=2) == 1
+        send(conn, "reuse", "0", 10, prefix="third")
+        q.processAllAvailable()
     finally:
         q.stop()
     assert [r.sequenceNumber for r in spark.sql("select sequenceNumber from reuse order by 1").collect()] == \
-        list(range(20))
-    records = task_records(tmp_path / "m")
-    assert [(r["start"], r["end"], r["rows"]) for r in records] == [(0, 10, 10), (10, 20, 10)]
-    assert len({r["pid"] for r in records}) == 1, "expected one Python worker: needs this module's fresh session"
+        list(range(40))
+    assert [(r["start"], r["end"], r["rows"]) for r in reuse] == [(0, 10, 10), (10, 20, 10)]
+    assert len({r["pid"] for r in reuse}) == 1, "expected one Python worker: needs this module's fresh session"
     # created once per partition in the worker, then reused
-    assert [(r["created"], r["reused"], r["mismatch"], r["stolen"]) for r in records] == [(1, 0, 0, 0), (0, 1, 0, 0)]
-    assert records[0]["executor"] == "driver"  # local mode: the Python worker's JVM is the driver
-    assert records[1]["threads"] <= records[0]["threads"]  # reuse adds no threads
+    assert [(r["created"], r["reused"], r["mismatch"], r["stolen"]) for r in reuse] == [(1, 0, 0, 0), (0, 1, 0, 0)]
+    assert reuse[0]["executor"] == "driver"  # local mode: the Python worker's JVM is the driver
+    assert reuse[1]["threads"] <= reuse[0]["threads"]  # reuse adds no threads
+    records = task_records(tmp_path / "m")
     assert all(r["error"] is None and r["lost_ranges"] == [] for r in records)
+    between, held = records[2:]
+    assert (between["start"], between["end"], between["rows"], between["stolen"]) == (20, 30, 10, 1)
+    assert (held["start"], held["end"], held["rows"]) == (30, 40, 10) and held["stolen"] >= 1
 
 
 def test_read_once_in_order_with_connector_values_capped_batches_and_exact_rerun(spark, emulator, tmp_path):
@@ -287,12 +300,35 @@ def test_fresh_receiver_reports_exactly_what_aged_out_and_steals_are_survived(em
         strict = parse_options({"eventhubs.connectionString": conn, "harness.metricsPath": str(tmp_path / "m")})
         with pytest.raises(Exception, match="failOnDataLoss"):
             list(receivers.read_range(strict, Range("0", 0, 10)))
+
+        # a steal in the middle of a read, while the task waits for 50..59: it reopens at 50 and reads on
+        send(emulator.connection_string(), hub, "0", 10)
+        got = []
+        for b in receivers.read_range(options, Range("0", 40, 60)):
+            if not got:
+                assert emulator.steal(hub, "0") == 1
+                threading.Timer(0.3, send, (emulator.connection_string(), hub, "0", 10)).start()
+            got += b.column("sequenceNumber").to_pylist()
+        assert got == list(range(40, 60))
+
+        # a higher-epoch owner that stays: the task fails within eventhubs.operationTimeout, naming the refusal
+        assert emulator.steal(hub, "0", hold_s=15) == 1
+        send(emulator.connection_string(), hub, "0", 5)
+        held = parse_options({"eventhubs.connectionString": conn, "eventhubs.operationTimeout": "PT2S",
+                              "eventhubs.receiverTimeout": "PT1S", "harness.metricsPath": str(tmp_path / "m")})
+        began = time.monotonic()
+        with pytest.raises(TimeoutError, match="higher epoch") as err:
+            list(receivers.read_range(held, Range("0", 60, 65)))
+        assert time.monotonic() - began < 6
+        assert "eventhubs.operationTimeout is 2 s" in str(err.value) and "last with: None" not in str(err.value)
     finally:
         receivers.close_all()
-    first, second, failed = task_records(tmp_path / "m")
+    first, second, failed, mid_read, refused = task_records(tmp_path / "m")
     assert first["lost_ranges"] == [["0", 5, 8]] and first["expired_skipped"] == 3 and first["rows"] == 12
     assert second["rows"] == 20 and second["stolen"] == 1 and second["created"] == 1 and second["reused"] == 0
     assert "failOnDataLoss" in failed["error"] and failed["rows"] == 0
+    assert (mid_read["rows"], mid_read["stolen"], mid_read["failed"], mid_read["error"]) == (20, 1, 0, None)
+    assert refused["stolen"] >= 1 and refused["rows"] == 0 and "higher epoch" in refused["error"]
 
 
 def test_no_thread_or_connection_leak_and_a_worker_exit_closes_its_connections(emulator):
@@ -337,16 +373,17 @@ def test_no_thread_or_connection_leak_and_a_worker_exit_closes_its_connections(e
     assert emulator.snapshot()["hubs"][hub]["receivers"] == 0
 
 
-def test_recreated_hub_is_data_loss_on_the_driver_and_on_the_executor(emulator, tmp_path):
+def test_recreated_hub_is_data_loss_on_the_driver_and_on_the_executor(emulator, tmp_path, monkeypatch):
     """The driver's planning (the stream reader's own methods, called directly) and an executor read of a range
     the recreated hub can no longer complete."""
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
     from harness.spark.eventhubs import receivers
     from harness.spark.eventhubs.offsets import EventHubsDataLossError, Range
     from harness.spark.eventhubs.options import parse_options
     from harness.spark.eventhubs.source import EventHubsStreamReader
 
+    monkeypatch.setattr(receivers, "STALL_CHECK_S", 0.3)  # ask about a stalled range sooner (time only)
     conn = emulator.connection_string("reborn")
     send(emulator.connection_string(), "reborn", "0", 8)
     lenient = EventHubsStreamReader(parse_options({"eventhubs.connectionString": conn, "failOnDataLoss": "false",
@@ -371,7 +408,42 @@ def test_recreated_hub_is_data_loss_on_the_driver_and_on_the_executor(emulator, 
                              "harness.metricsPath": str(tmp_path / "m")})
     try:
         assert list(receivers.read_range(options, Range("0", 5, 8))) == []
+
+        # recreated between planning and reading, and the new hub already holds the planned numbers: the task
+        # must not read the new hub's events as the old ones. The old hub had 8 events; the query planned 0..4,
+        # read nothing, and the driver saw the old hub end at 8: all 8 are reported lost, the new hub read once.
+        emulator.recreate_hub("reborn")
+        send(emulator.connection_string(), "reborn", "0", 8, prefix="old")
+        reader = EventHubsStreamReader(parse_options({"eventhubs.connectionString": conn, "failOnDataLoss": "false",
+                                                      "eventhubs.startingPosition": FROM_START}))
+        start = reader.initialOffset()
+        planned = reader.latestOffset(start, ReadMaxRows(5))
+        assert planned == {"reborn": {"0": 5}}
+        [old_range] = [part.range for part in reader.partitions(start, planned)]
+        emulator.recreate_hub("reborn")
+        send(emulator.connection_string(), "reborn", "0", 10, prefix="new")
+        with pytest.raises(EventHubsDataLossError, match="recreated after this batch was planned"):
+            list(receivers.read_range(parse_options({"eventhubs.connectionString": conn}), old_range))
+        assert list(receivers.read_range(options, old_range)) == []
+        got = []
+        offset = planned
+        for n in range(2):  # the reset batch (new hub's 0..3, below the start 5), then the rest
+            after = reader.latestOffset(offset, ReadAllAvailable())
+            if n == 0:  # enqueued after planning: the receiver gets them with the range, past its end
+                time.sleep(0.01)
+                send(emulator.connection_string(), "reborn", "0", 2, prefix="late")
+            for part in reader.partitions(offset, after):
+                got += [bytes(b) for batch in receivers.read_range(options, part.range)
+                        for b in batch.column("body").to_pylist()]
+            offset = after
+        assert offset == {"reborn": {"0": 12}}
     finally:
         receivers.close_all()
-    [record] = task_records(tmp_path / "m")
-    assert record["lost_ranges"] == [["0", 5, 8]] and record["rows"] == 0 and record["error"] is None
+    assert got == [f"new-0-{i}".encode() for i in range(10)] + [b"late-0-0", b"late-0-1"]
+    records = task_records(tmp_path / "m")
+    assert [(r["start"], r["end"], r["rows"], r["lost_ranges"], r["error"]) for r in records] == [
+        (5, 8, 0, [["0", 5, 8]], None),
+        (0, 5, 0, [["0", 0, 5]], None),  # the old hub's 0..4, planned but recreated before the read
+        (0, 4, 4, [["0", 5, 8]], None),  # the reset batch answers for the old hub's 5..7, never planned
+        (4, 12, 8, [], None)]
+    assert records[2]["reset_from"] == 5

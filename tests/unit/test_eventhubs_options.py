@@ -11,7 +11,7 @@ import pytest
 from harness.errors import InputError
 from harness.spark.eventhubs.locality import (java_string_hash, placement, preferred_executor, scala_tuple2_hash,
                                               sorted_executors)
-from harness.spark.eventhubs.offsets import (EventHubsDataLossError, PartitionBounds, Range, offset_json,
+from harness.spark.eventhubs.offsets import (EventHubsDataLossError, Generation, PartitionBounds, Range, offset_json,
                                              plan_batch_end, plan_ranges, read_offset, split_limit)
 from harness.spark.eventhubs.options import (ALLOWED_OPTIONS, EventHubsOptionError, EventPosition, parse_duration,
                                              parse_options)
@@ -267,6 +267,21 @@ def test_plan_recreated_hub_resets_with_an_end_below_the_start():
     assert ranges == [Range("0", 0, 7, reset_from=50), Range("1", 3, 9)]
     with pytest.raises(EventHubsDataLossError, match="failOnDataLoss"):
         plan_ranges({"0": 50}, {"0": 7}, True, "hub")
+
+
+def test_ranges_after_a_reset_answer_for_the_old_hub_and_carry_the_planned_hub():
+    # the old hub was last seen ending at 60 (p0) and 3 (p1); the query stood at 50 and 3: p0 skipped 50..59
+    ranges = plan_ranges({"0": 50, "1": 3}, {"0": 7, "1": 9}, False, "hub", old_ends={"0": 60, "1": 3})
+    assert ranges == [Range("0", 0, 7, reset_from=50, old_end=60), Range("1", 3, 9)]
+    # the new hub is still empty (end 0): a range with no events, only to report the old hub's 50..59
+    assert plan_ranges({"0": 50}, {"0": 0}, False, "hub", old_ends={"0": 60}) == [
+        Range("0", 0, 0, reset_from=50, old_end=60)]
+    assert plan_ranges({"0": 50}, {"0": 0}, False, "hub", old_ends={"0": 50}) == []  # nothing was skipped
+    # the enqueued-time span of the hub as planned: its creation, and each partition's last enqueued time
+    gen = Generation(1_000, {"0": 5_000, "1": 6_000})
+    assert plan_ranges({"0": 0, "1": 2}, {"0": 4, "1": 5}, True, "hub", generation=gen) == [
+        Range("0", 0, 4, not_before_ms=1_000, not_after_ms=5_000), Range("1", 2, 5, not_before_ms=1_000,
+                                                                         not_after_ms=6_000)]
 
 
 def test_plan_vanished_partition():

@@ -26,6 +26,21 @@ LOG = logging.getLogger("harness.spark.eventhubs")
 LOAD_BALANCING_INTERVAL_S = 1.0
 
 
+# The SDK logs a WARNING for every receive error (a steal, a detach) through loggers without handlers, which
+# Python's last-resort handler prints on the executors' stderr; the source reports these itself (task metrics, its
+# own warnings) and raises what matters, so in the source's processes the SDK only speaks from ERROR up.
+NOISY_SDK_LOGGERS = ("azure.eventhub._eventprocessor", "azure.eventhub._consumer", "azure.eventhub._consumer_client",
+                     "azure.eventhub._client_base", "azure.eventhub._connection_manager", "azure.eventhub._pyamqp")
+
+
+def quiet_sdk_loggers() -> None:
+    """Raise the SDK's noisy loggers to ERROR, unless the application already set their level."""
+    for name in NOISY_SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.ERROR)
+
+
 class ClientConnectionPool:
     """EventHubConsumerClients for one (connection string, consumer group): borrow one (created if none is free),
     give it back after use."""

@@ -134,20 +134,47 @@ def plan_batch_end(start: Mapping[str, int], bounds: Mapping[str, PartitionBound
 
 
 @dataclass(frozen=True)
+class Generation:
+    """What the driver knew of the hub when it planned a batch, so a task can tell the planned hub's events from
+    a recreated hub's: every event of a range was enqueued at or after the hub's creation (`created_ms`) and at
+    or before the partition's last enqueued time at planning (`last_enqueued_ms`, per partition). Epoch ms."""
+
+    created_ms: int | None
+    last_enqueued_ms: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class Range:
     """One Spark task's work: partition events [start, end); reset_from set when the batch follows a sequence
-    reset (the range is then in the recreated hub, and reset_from is where the query stood in the old one)."""
+    reset (the range is then in the recreated hub, and reset_from is where the query stood in the old one, whose
+    events up to old_end, the old hub's end the driver last saw, were never read). not_before_ms/not_after_ms:
+    the enqueued times the range's events must lie within (Generation), None when unknown (a batch re-run by a
+    restarted driver)."""
 
     partition: str
     start: int
     end: int
     reset_from: int | None = None
+    old_end: int | None = None
+    not_before_ms: int | None = None
+    not_after_ms: int | None = None
 
 
 def plan_ranges(start: Mapping[str, int], end: Mapping[str, int], fail_on_data_loss: bool,
-                hub: str) -> list[Range]:
-    """One range per partition with events to read, in partition order (the connector's 1:1:1)."""
+                hub: str, old_ends: Mapping[str, int] | None = None,
+                generation: Generation | None = None) -> list[Range]:
+    """One range per partition with events to read, in partition order (the connector's 1:1:1). `old_ends`: for
+    a batch after a sequence reset, the old hub's ends the driver last saw; `generation`: the hub as planned."""
     ranges = []
+
+    def make(p: str, lo: int, hi: int, reset_from: int | None = None) -> Range:
+        old_end = None
+        if reset_from is not None and old_ends is not None and p in old_ends:
+            old_end = int(old_ends[p])
+        if generation is None:
+            return Range(p, lo, hi, reset_from, old_end)
+        return Range(p, lo, hi, reset_from, old_end, generation.created_ms, generation.last_enqueued_ms.get(p))
+
     for p in sorted(end, key=int):
         s, e = start.get(p, 0), end[p]
         if e < s:
@@ -155,8 +182,8 @@ def plan_ranges(start: Mapping[str, int], end: Mapping[str, int], fail_on_data_l
                 raise EventHubsDataLossError(data_loss_message(
                     f"Partition {p} of event hub {hub!r}: the batch ends at sequence number {e}, before its start "
                     f"{s} (failOnDataLoss: the hub was recreated)"))
-            if e > 0:
-                ranges.append(Range(p, 0, e, reset_from=s))
+            if e > 0 or (old_ends or {}).get(p, 0) > s:
+                ranges.append(make(p, 0, e, reset_from=s))
         elif e > s:
-            ranges.append(Range(p, s, e))
+            ranges.append(make(p, s, e))
     return ranges

@@ -26,13 +26,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .clients import ClientConnectionPool, is_not_found, partition_properties
+from .clients import ClientConnectionPool, is_not_found, partition_properties, quiet_sdk_loggers
 from .metrics import append_record, process_info, task_info
 from .offsets import EventHubsDataLossError, PartitionBounds, Range, data_loss_message
 from .options import EventHubsOptions
 from .rows import EventChunk, chunk_from_events
 
 LOG = logging.getLogger("harness.spark.eventhubs")
+quiet_sdk_loggers()  # this module runs in the executors' Python workers
 
 POLL_S = 0.2  # how often a waiting task looks at its receiver's state
 STALL_CHECK_S = 2.0  # no event for this long: ask the partition whether the range can still complete
@@ -104,6 +105,8 @@ class CachedEventHubsReceiver:
         self.last_used = time.monotonic()
         self.buffer = EventBuffer(max(2 * options.prefetch_count, MIN_BUFFER_EVENTS))
         self._closing = threading.Event()
+        self._closed = False
+        self._close_lock = threading.Lock()
         self._finished = threading.Event()
         self._pool = ClientConnectionPool.of(options)
         self._client = self._pool.borrow()
@@ -127,6 +130,9 @@ class CachedEventHubsReceiver:
             if self.failure is None:
                 self.failure = exc
         finally:
+            if self.failure is None and not self._closing.is_set():
+                self.failure = RuntimeError("the SDK's receive_batch returned without an error (its client was "
+                                            "closed from elsewhere)")
             self._finished.set()
 
     def _on_open(self, _ctx) -> None:
@@ -170,6 +176,12 @@ class CachedEventHubsReceiver:
         return not self.consumed and self.position == self.start
 
     def close(self) -> None:
+        """Idempotent: the client goes back to the pool once; closing it again later would stop whichever
+        receiver borrowed it next."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         self._closing.set()
         self._stop_client()
         self.buffer.clear()
@@ -284,8 +296,17 @@ def _create(options: EventHubsOptions, partition: str, start: int, stats: TaskSt
     return receiver
 
 
-def _replace(receiver: CachedEventHubsReceiver, position: int, stats: TaskStats) -> CachedEventHubsReceiver:
+def _forget(receiver: CachedEventHubsReceiver) -> None:
+    """Drop a receiver from the cache (if it is still the cached one) and close it."""
+    key = receiver_key(receiver.options, receiver.partition)
+    with _cache_lock:
+        if _cache.get(key) is receiver:
+            del _cache[key]
     receiver.close()
+
+
+def _replace(receiver: CachedEventHubsReceiver, position: int, stats: TaskStats) -> CachedEventHubsReceiver:
+    _forget(receiver)
     return _create(receiver.options, receiver.partition, position, stats)
 
 
@@ -319,6 +340,8 @@ def read_range(options: EventHubsOptions, rng: Range) -> Iterator:
         raise
     finally:
         if options.metrics_path:
+            if error is not None:  # its output is discarded; the retry skips (and reports) the same ranges again
+                stats.lost_ranges, stats.expired_ranges, stats.expired_skipped = [], [], 0
             record = {
                 "hub": options.hub, "partition": rng.partition, "start": rng.start, "end": rng.end,
                 "reset_from": rng.reset_from, "rows": stats.rows, "created": stats.created, "reused": stats.reused,
@@ -340,7 +363,6 @@ def read_range(options: EventHubsOptions, rng: Range) -> Iterator:
 def _read(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
     p, end, hub = rng.partition, rng.end, options.hub
     pos = rng.start
-    receiver = _acquire(options, p, pos, stats)
 
     def lose(frm: int, to: int, why: str, expired: bool) -> None:
         detail = f"Partition {p} of event hub {hub!r}: events with sequence numbers {frm}..{to - 1} {why}"
@@ -352,21 +374,36 @@ def _read(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
             stats.expired_skipped += to - frm
             stats.expired_ranges.append([frm, to])
 
+    if rng.reset_from is not None and rng.old_end is not None and rng.old_end > rng.reset_from:
+        # the recreated hub's batch also answers for the old hub's events the query never reached; reported
+        # when the task ends well, so a retried task reports them once
+        old_from, old_end = rng.reset_from, rng.old_end
+    else:
+        old_from = old_end = None
+    if pos >= end:
+        if old_from is not None:
+            lose(old_from, old_end, _OLD_HUB, expired=False)
+        return
+    receiver = _acquire(options, p, pos, stats)
     try:
         last_progress = last_check = time.monotonic()
         waits_replaced = 0
+        last_error: BaseException | None = None
         while pos < end:
             chunk = receiver.buffer.get(POLL_S)
             now = time.monotonic()
             if chunk is None:
                 stalled = now - last_progress
                 if stalled >= options.operation_timeout_s:
+                    cause = receiver.failure or last_error
                     raise TimeoutError(
                         f"partition {p} of event hub {hub!r}: no event for {stalled:.0f} s while reading sequence "
                         f"numbers {rng.start}..{end - 1} (at {pos}; eventhubs.operationTimeout is "
-                        f"{options.operation_timeout_s:g} s). The SDK retries some refusals silently: check that "
-                        f"consumer group {options.consumer_group!r} exists and that no receiver with a higher "
-                        f"epoch holds the partition")
+                        f"{options.operation_timeout_s:g} s). " + (
+                            f"The receiver kept failing, last with: {cause!r}" if cause is not None else
+                            f"The SDK retries some refusals silently: check that consumer group "
+                            f"{options.consumer_group!r} exists and that no receiver with a higher epoch holds the "
+                            f"partition")) from cause
                 if stalled >= STALL_CHECK_S and now - last_check >= STALL_CHECK_S:
                     last_check = now
                     unreachable = _unreachable_from(options, p, pos, end)
@@ -375,11 +412,15 @@ def _read(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
                         pos = end
                         break
                 if receiver.dead and not len(receiver.buffer):
+                    last_error = receiver.failure
                     if receiver.stolen:
                         stats.stolen += 1
+                        LOG.warning("receiver of partition %s of event hub %r was taken by another epoch receiver; "
+                                    "reopening at %d: %s", p, hub, pos, _first_line(last_error))
                     else:
                         stats.failed += 1
-                        LOG.warning("receiver of partition %s failed: %r; recreating at %d", p, receiver.failure, pos)
+                        LOG.warning("receiver of partition %s of event hub %r failed; reopening at %d: %r", p, hub,
+                                    pos, last_error)
                     time.sleep(min(0.25 * (stats.stolen + stats.failed), 2.0))  # a competing owner: back off
                     receiver = _replace(receiver, pos, stats)
                 elif stalled >= options.receiver_timeout_s * (waits_replaced + 1):
@@ -387,11 +428,24 @@ def _read(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
                     stats.timeouts += 1
                     receiver = _replace(receiver, pos, stats)
                 continue
-            last_progress = last_check = now
-            waits_replaced = 0
             i = chunk.index_of(pos)
             if i == len(chunk):
                 continue  # all before our position (a range re-read after a give-back): drop
+            stop = chunk.index_of(end)  # events past the range came after the plan: not bounded by it
+            other = _other_hub(chunk, i, stop, rng)
+            if other == "older":  # a receiver left over from the hub before a recreation
+                stats.failed += 1
+                receiver = _replace(receiver, pos, stats)
+                continue
+            if other == "newer":  # the hub was recreated after planning: what is left of the range is gone
+                lose(pos, end, f"cannot be read: the event hub was recreated after this batch was planned (event "
+                     f"{chunk.seqs[stop - 1]} was enqueued at {chunk.time_us[stop - 1] // 1000} ms, after the "
+                     f"partition's last enqueued time when planned, {rng.not_after_ms} ms)", expired=False)
+                pos = end
+                _forget(receiver)
+                break
+            last_progress = last_check = now
+            waits_replaced = 0
             first = chunk.seqs[i]
             if first > pos:  # events [pos, first) did not come
                 if not receiver.fresh:
@@ -423,15 +477,39 @@ def _read(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
         receiver.position = pos
         receiver.consumed = True
         receiver.last_used = time.monotonic()
+        if old_from is not None:
+            lose(old_from, old_end, _OLD_HUB, expired=False)
     except GeneratorExit:
         receiver.position = pos  # Spark stopped reading: the receiver stands where the reader stopped
         raise
     except BaseException:
-        with _cache_lock:
-            if _cache.get(receiver_key(options, p)) is receiver:
-                del _cache[receiver_key(options, p)]
-        receiver.close()
+        _forget(receiver)
         raise
+
+
+_OLD_HUB = "were never read: the event hub was recreated (the range runs to the old hub's end as last seen)"
+
+
+def _other_hub(chunk: EventChunk, i: int, stop: int, rng: Range) -> str | None:
+    """'older' or 'newer' when the chunk's events [i, stop) (those within the range) were enqueued outside the
+    planned hub's time span (Range.not_before_ms..not_after_ms), so they belong to the hub before or after a
+    recreation; None when they fit or the span is unknown. Enqueued times never go back within a partition: the
+    first and the last event decide."""
+    if stop <= i:
+        return None
+    first, last = chunk.time_us[i], chunk.time_us[stop - 1]
+    if rng.not_before_ms is not None and first is not None and first < rng.not_before_ms * 1000:
+        return "older"
+    if rng.not_after_ms is not None and last is not None and last > rng.not_after_ms * 1000:
+        return "newer"
+    return None
+
+
+def _first_line(exc: BaseException | None) -> str:
+    if exc is None:
+        return "no error recorded"
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def _unreachable_from(options: EventHubsOptions, partition: str, pos: int, end: int) -> str | None:

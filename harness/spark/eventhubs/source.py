@@ -10,7 +10,9 @@ Offsets are `{"<hub>": {"<partition>": next sequence number}}`, the shape of Spa
 """
 from __future__ import annotations
 
+import json
 import logging
+from datetime import datetime
 from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -18,11 +20,25 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from .options import EventHubsOptions, parse_options
-from .offsets import (EventHubsDataLossError, PartitionBounds, Range, data_loss_message, offset_json, plan_batch_end,
-                      plan_ranges, read_offset)
+from .offsets import (EventHubsDataLossError, Generation, PartitionBounds, Range, data_loss_message, offset_json,
+                      plan_batch_end, plan_ranges, read_offset)
 from .rows import spark_schema
 
 LOG = logging.getLogger("harness.spark.eventhubs")
+
+
+def _key(offset: dict) -> str:
+    return json.dumps(offset, sort_keys=True)
+
+
+def _epoch_ms(when) -> int | None:
+    """A time from the SDK (datetime, or epoch ms/s as a number) as epoch milliseconds."""
+    if when is None:
+        return None
+    if isinstance(when, datetime):
+        return round(when.timestamp() * 1000)
+    value = float(when)
+    return round(value if value > 1e11 else value * 1000)
 
 
 class EventHubsDataSource(DataSource):
@@ -54,29 +70,47 @@ class EventHubsPartition(InputPartition):
 class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, settings: EventHubsOptions) -> None:
         self.settings = settings
-        # driver-side memory between calls (never needed for correctness: offsets alone drive re-runs)
+        # driver-side memory between calls; offsets alone drive re-runs, this only makes the tasks' checks and
+        # loss reports sharper (a batch re-run by a restarted driver reads and reports without it)
         self._partition_ids: list[str] = []
         self._created_at = None
+        self._seen_end: dict[str, int] = {}  # the highest end seen per partition in the current hub
+        self._old_ends: dict[str, int] = {}  # the same for the hub before the last recreation
+        self._recreated = False  # a recreation seen and not planned yet (any call may see it)
+        self._generation: Generation | None = None
+        self._planned: dict[str, tuple[Generation | None, dict[str, int]]] = {}  # batch end -> what partitions needs
         self._available: dict[str, int] | None = None
         self._target: dict[str, int] | None = None
 
     # ================================================================================== driver side
-    def _hub_state(self) -> tuple[dict[str, PartitionBounds], dict[str, dict], bool]:
-        """(bounds, raw partition properties, recreated since the last call) from the service."""
+    def _hub_state(self) -> tuple[dict[str, PartitionBounds], dict[str, dict]]:
+        """(bounds, raw partition properties) from the service. Notes a recreation (the creation time changed, or
+        a partition ends below an end already seen) for the next plan, with the old hub's ends."""
         from .clients import hub_state
 
         hub, props = hub_state(self.settings, self._partition_ids)
+        bounds = {p: PartitionBounds.from_properties(v) for p, v in props.items()}
         created_at = hub.get("created_at")
         recreated = self._created_at is not None and created_at is not None and created_at != self._created_at
+        went_back = any(b.end < self._seen_end.get(p, 0) for p, b in bounds.items())
+        if recreated or went_back:
+            self._old_ends = dict(self._seen_end)
+            self._seen_end = {}
+            self._recreated = True
+        for p, b in bounds.items():
+            self._seen_end[p] = max(self._seen_end.get(p, 0), b.end)
         self._created_at = created_at
         self._partition_ids = list(props)
-        return {p: PartitionBounds.from_properties(v) for p, v in props.items()}, props, recreated
+        self._generation = Generation(_epoch_ms(created_at), {
+            p: t for p, t in ((p, _epoch_ms(v.get("last_enqueued_time_utc"))) for p, v in props.items())
+            if t is not None})
+        return bounds, props
 
     def initialOffset(self) -> dict:
         """A new query's start: startingPositions, else startingPosition, else the end of the stream."""
         from .clients import translate_position
 
-        bounds, props, _ = self._hub_state()
+        bounds, props = self._hub_state()
         ids = {int(p) for p in bounds}
         for pid, _pos in self.settings.starting_positions:
             if pid not in ids:
@@ -98,7 +132,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         positions = read_offset(start, self.settings.hub)
         try:
-            bounds, _, recreated = self._hub_state()
+            bounds, _ = self._hub_state()
         except Exception as exc:  # noqa: BLE001
             from .clients import is_not_found
 
@@ -113,22 +147,27 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if not isinstance(limit, (ReadMaxRows, ReadAllAvailable)):
             LOG.warning("read limit %r is not supported by this source; reading all available", limit)
         plan = plan_batch_end(positions, bounds, max_rows, self.settings.fail_on_data_loss, self.settings.hub,
-                              recreated=recreated, ceiling=self._target)
+                              recreated=self._recreated, ceiling=self._target)
         for warning in plan.warnings:
             LOG.warning("%s (failOnDataLoss=false: skipped; the task metrics report the exact ranges)", warning)
+        self._recreated = False
         self._available = plan.available
-        return offset_json(self.settings.hub, plan.end)
+        end = offset_json(self.settings.hub, plan.end)
+        self._planned = {_key(end): (self._generation, dict(self._old_ends))}  # only the newest plan is read
+        return end
 
     def reportLatestOffset(self) -> dict | None:
         return None if self._available is None else offset_json(self.settings.hub, self._available)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        bounds, _, _ = self._hub_state()
+        bounds, _ = self._hub_state()
         self._target = {p: b.end for p, b in bounds.items()}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        generation, old_ends = self._planned.get(_key(end), (None, {}))
         ranges = plan_ranges(read_offset(start, self.settings.hub), read_offset(end, self.settings.hub),
-                             self.settings.fail_on_data_loss, self.settings.hub)
+                             self.settings.fail_on_data_loss, self.settings.hub, old_ends=old_ends,
+                             generation=generation)
         return [EventHubsPartition(r) for r in ranges]
 
     def commit(self, end: dict) -> None:
