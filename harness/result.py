@@ -67,7 +67,8 @@ class FaultRecord(BaseModel):
     kind: str
     fault: int
     n: int
-    injected_at: float | None = None
+    inject_started_at: float | None = None  # when inject began (its effects may start then)
+    injected_at: float | None = None  # when inject returned
     healed_at: float | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
     effect: dict[str, Any] = Field(default_factory=dict)

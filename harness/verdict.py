@@ -87,7 +87,7 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
 
     expected = Expectations(
         loss=[r for e in effects for r in e.loss],
-        failure_windows_ms=[(f["injected_at"] * 1000.0, (f["healed_at"] or state.get("ended_at", 0.0)) * 1000.0
+        failure_windows_ms=[((f.get("inject_started_at") or f["injected_at"]) * 1000.0, (f["healed_at"] or state.get("ended_at", 0.0)) * 1000.0
                              + SEND_FAILURE_GRACE_MS) for f in faults
                             if f["injected_at"] is not None and f["effect"].get("send_failures")],
         generations_ms=[e.new_generation_ms for e in effects if e.new_generation_ms is not None],

@@ -57,11 +57,12 @@ class Nemesis(threading.Thread):
                 return
             fault = fault_for(self.faults[step.fault_index])
             self._active[step] = fault
+            started = time.time()  # an injection may take seconds (reading what it cuts): its effects start here
             try:
                 detail = fault.inject(self.ctx) or {}
-                self._record("inject", step, fault, detail)
+                self._record("inject", step, fault, detail, started=started)
             except Exception as exc:  # recorded and judged: a fault that did not apply fails the run
-                self._record("inject", step, fault, {}, error=f"{type(exc).__name__}: {exc}")
+                self._record("inject", step, fault, {}, error=f"{type(exc).__name__}: {exc}", started=started)
 
     def _heal(self, step: Step) -> None:
         with self._lock:
@@ -93,8 +94,9 @@ class Nemesis(threading.Thread):
             self.join(60)
         self.heal_all()
 
-    def _record(self, action: str, step: Step, fault: Fault, detail: dict, error: str | None = None) -> None:
-        row = {"t": time.time(), "action": action, "kind": fault.kind, "fault": step.fault_index, "n": step.n,
+    def _record(self, action: str, step: Step, fault: Fault, detail: dict, error: str | None = None,
+                started: float | None = None) -> None:
+        row = {"t": time.time(), **({"started": started} if started is not None else {}), "action": action, "kind": fault.kind, "fault": step.fault_index, "n": step.n,
                "scheduled_s": step.inject_s if action == "inject" else step.heal_s, "detail": detail,
                "effect": fault.effect.as_dict()}
         if error:
@@ -107,14 +109,18 @@ class Nemesis(threading.Thread):
 
 
 def recorded_faults(run_dir: Path) -> list[dict]:
-    """One entry per injection: {kind, fault, n, injected_at, healed_at, detail, effect, errors}; the effect is
+    """One entry per injection: {kind, fault, n, inject_started_at, injected_at (inject returned), healed_at,
+    detail, effect, errors}; the effect is
     the last one declared (a fault may only know its exact loss when it heals)."""
     out: dict[tuple[int, int], dict] = {}
     for row in read_jsonl(run_dir / "faults.jsonl"):
         key = (row["fault"], row["n"])
         entry = out.setdefault(key, {"kind": row["kind"], "fault": row["fault"], "n": row["n"],
-                                     "injected_at": None, "healed_at": None, "detail": {}, "errors": []})
+                                     "inject_started_at": None, "injected_at": None, "healed_at": None,
+                                     "detail": {}, "errors": []})
         entry[f"{'injected' if row['action'] == 'inject' else 'healed'}_at"] = row["t"]
+        if row["action"] == "inject":
+            entry["inject_started_at"] = row.get("started", row["t"])
         entry["detail"].update({f"{row['action']}_{k}": v for k, v in row.get("detail", {}).items()})
         entry["effect"] = Effect.from_dict(row.get("effect") or {}).as_dict()
         if row.get("error"):
