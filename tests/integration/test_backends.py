@@ -32,9 +32,10 @@ def test_external_backend_uses_the_given_cluster(kafka, tmp_path, supervisor):
     topic = f"ext-{uuid.uuid4().hex[:6]}"
     external.create_stream(topic, 2, {})
     assert external.end_offsets(topic) == {0: 0, 1: 0}
-    fmt, options = external.spark_source(topic, {"maxOffsetsPerTrigger": "10"})
-    assert fmt == "kafka" and options == {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic,
-                                          "maxOffsetsPerTrigger": "10"}
+    source = external.spark_source(topic, {"maxOffsetsPerTrigger": "10"})
+    assert source.format == "kafka" and source.options == {"kafka.bootstrap.servers": kafka.bootstrap,
+                                                           "subscribe": topic, "maxOffsetsPerTrigger": "10"}
+    assert source.jars == ("spark-kafka",) and source.normalise == "harness.spark.events:from_kafka"
     external.stop()  # never stops someone else's cluster
     assert kafka.admin().list_topics(timeout=10).brokers
 

@@ -33,29 +33,15 @@ def emulator():
 
 
 @pytest.fixture(scope="module")
-def spark(tmp_path_factory):
-    """A fresh local[2] session for this module, so its first query meets no idle Python worker (see the reuse
-    test); no Kafka jars, the source is Python. In the default file order it runs before the modules that use
-    the shared session of conftest.py; should that session already exist, it is used and left running."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
+def spark(spark):
+    """The shared session of conftest.py (one driver JVM per test process: jars cannot be added to a running one,
+    so a session of this module's own would leave Spark's Kafka source out for the modules after it), with the
+    source registered. In the default file order no earlier module has run a query on it, so this module's first
+    query meets no idle Python worker (see the reuse test)."""
     from harness.spark.eventhubs import register
-    from harness.spark.process import BASE_CONF
 
-    owned = SparkContext._active_spark_context is None
-    builder = SparkSession.builder.master("local[2]").appName("eventhubs-source-tests")
-    for key, value in BASE_CONF.items():
-        builder = builder.config(key, value)
-    builder = builder.config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    if owned:
-        session.stop()
+    register(spark)
+    return spark
 
 
 def send(conn: str, hub: str, partition: str | None = None, count: int = 0, key: str | None = None,

@@ -165,6 +165,7 @@ def test_window_assignment_at_boundaries_matches_exact_arithmetic(spark, window_
 
 
 # -- real runs ----------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget (crash-recovery stays in it)
 def test_stateful_windowed_count_survives_a_driver_kill(harness_env, tmp_path):
     out = tmp_path / "stateful"
     proc, result = run_scenario(harness_env, out, "stateful", "producers.duration_s=20")

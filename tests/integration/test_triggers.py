@@ -52,6 +52,7 @@ def assert_traffic_first(out):
     assert datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00")).timestamp() > traffic_end
 
 
+@pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget
 def test_available_now_catches_up_in_capped_batches(harness_env, tmp_path):
     """The catch-up scenario, short: 15 s at 4,000 events/s is a backlog of 60,000 events, read by availableNow in
     batches of at most maxOffsetsPerTrigger = 15,000."""
