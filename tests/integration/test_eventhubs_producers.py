@@ -24,7 +24,7 @@ def test_fleet_sends_the_schedule_with_service_key_placement(supervisor, tmp_pat
         conn = emu.connection_string()
         job = {"backend": "eventhubs", "stream": hub, "partitions": 4,
                "settings": {"connection_string": conn}, "processes": 2, "users": 2, "batch_size": 100,
-               "duration_s": 3.0, "max_backlog_s": 1.0, "seed": 5, "rate": {"kind": "constant", "eps": 1000},
+               "duration_s": 3.0, "max_backlog_s": 10.0, "seed": 5, "rate": {"kind": "constant", "eps": 1000},
                "keys": {"kind": "zipf", "count": 200, "s": 1.1}, "payload": {"size": {"kind": "fixed", "bytes": 200}}}
         fleet = ProducerFleet(tmp_path / "producers", supervisor, job)
         fleet.start(time.time() + 1.5)

@@ -26,7 +26,7 @@ def test_master_and_two_workers_produce_the_schedule(kafka, tmp_path):
     kafka.create_stream(topic, 4, {})
     out = tmp_path / "producers"
     job = {"backend": "kafka", "stream": topic, "partitions": 4, "settings": kafka.producer_settings(),
-           "processes": 2, "users": 2, "batch_size": 100, "duration_s": 4.0, "max_backlog_s": 1.0, "seed": 3,
+           "processes": 2, "users": 2, "batch_size": 100, "duration_s": 4.0, "max_backlog_s": 10.0, "seed": 3,
            "rate": {"kind": "constant", "eps": 1000}, "keys": {"kind": "uniform", "count": 100},
            "payload": {"size": {"kind": "fixed", "bytes": 100}}, "out_dir": str(out)}
     (tmp_path / "job.json").write_text(json.dumps(job))
