@@ -104,7 +104,7 @@ class Scenario(Strict):
     def _backend_options(self):
         """Source options and stream config are the backend's to judge (each connector has its own names)."""
         try:
-            self.backend.check_source_options(self.spark.source_options)
+            self.backend.check_source_options(self.source_options())
         except ValueError as exc:
             raise ValueError(f"spark.source_options: {exc}") from None
         try:

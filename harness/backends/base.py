@@ -56,7 +56,8 @@ class BackendSpec(BaseModel):
         raise NotImplementedError
 
     def check_source_options(self, options: dict[str, Any]) -> None:
-        """Raise ValueError naming the option when a Spark source option is not the connector's."""
+        """Raise ValueError naming the option when a Spark source option is not the connector's (values as the
+        strings Spark gets)."""
 
     def check_stream_config(self, config: dict[str, Any]) -> None:
         """Raise ValueError naming the key when `[stream.config]` holds what this backend cannot apply."""

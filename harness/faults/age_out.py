@@ -37,13 +37,10 @@ class AgeOut(Fault):
 
     def inject(self, ctx) -> dict:
         backend = ctx.backend
-        before = backend.start_offsets(ctx.stream)
-        ends = backend.end_offsets(ctx.stream)
-        chosen = self.options.partitions if self.options.partitions is not None else sorted(ends)
-        cut = {p: max(before[p], ends[p] - self.options.keep_last) for p in chosen}
-        placements = backend.read_placements(ctx.stream, {p: (before[p], cut[p]) for p in chosen})
+        before, cut = self.cut_points(ctx, self.options.partitions, self.options.keep_last)
+        placements = backend.read_placements(ctx.stream, {p: (before[p], cut[p]) for p in cut})
         backend.write_placements(ctx.run_dir / "placements" / f"age_out-{time.time_ns()}.csv", placements)
-        for p in chosen:
+        for p in cut:
             if cut[p] > before[p]:
                 backend.control(f"hubs/{ctx.stream}/age-out", {"partition": str(p), "up_to_seq": cut[p] - 1})
         after = {p: o for p, o in backend.start_offsets(ctx.stream).items() if p in cut}

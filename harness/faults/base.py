@@ -120,6 +120,12 @@ class Fault:
     def heal(self, ctx: "RunContext") -> dict[str, Any]:
         return {}
 
+    def cut_points(self, ctx, partitions: list[int] | None, keep_last: int) -> tuple[dict[int, int], dict[int, int]]:
+        """(first retained, where to cut) per chosen partition (default: all), leaving `keep_last` events."""
+        before, ends = ctx.backend.start_offsets(ctx.stream), ctx.backend.end_offsets(ctx.stream)
+        chosen = partitions if partitions is not None else sorted(ends)
+        return before, {p: max(before[p], ends[p] - keep_last) for p in chosen}
+
     def declare_cut(self, ctx: "RunContext", before: dict[int, int], after: dict[int, int], failure: str) -> dict:
         """For faults that remove the start of partitions: the exact loss [before, after) per partition, and the
         query's failure (`failure`) under failOnDataLoss=true when removed events lay beyond the batches Spark had

@@ -30,11 +30,7 @@ class DeleteRecords(Fault):
         return kafka_partitions_problem(scenario, self.options.partitions)
 
     def inject(self, ctx) -> dict:
-        backend = ctx.backend
-        before = backend.start_offsets(ctx.stream)
-        ends = backend.end_offsets(ctx.stream)
-        chosen = self.options.partitions if self.options.partitions is not None else sorted(ends)
-        cut = {p: max(before[p], ends[p] - self.options.keep_last) for p in chosen}
-        after = backend.delete_records(ctx.stream, cut)
+        before, cut = self.cut_points(ctx, self.options.partitions, self.options.keep_last)
+        after = ctx.backend.delete_records(ctx.stream, cut)
         return {"log_start_before": before, "log_start_after": after,
                 **self.declare_cut(ctx, before, after, "KAFKA_DATA_LOSS")}

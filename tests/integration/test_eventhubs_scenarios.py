@@ -1,20 +1,13 @@
 """Event Hubs runs end to end: the emulator, the SDK producers, the project's Spark source, a fault, the verdict.
 (Every eh-* scenario at full length runs in `make test-slow`.)"""
-import json
 import subprocess
 import sys
 
 import pytest
 
+from scenario_runs import run
+
 pytestmark = pytest.mark.integration
-
-
-def run(harness_env, out, scenario, *overrides, timeout=900):
-    argv = [sys.executable, "-m", "harness", "run", scenario, "--out", str(out)]
-    for o in overrides:
-        argv += ["--set", o]
-    proc = subprocess.run(argv, env=harness_env, capture_output=True, text=True, timeout=timeout)
-    return proc, json.loads((out / "result.json").read_text())
 
 
 def checks(result: dict) -> dict:

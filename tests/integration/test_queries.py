@@ -21,6 +21,8 @@ from harness.spark.events import from_kafka
 from producers.event import encode
 from producers.kafka_sender import event_fields
 
+from scenario_runs import run
+
 pytestmark = pytest.mark.integration
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "user_queries"
@@ -28,12 +30,7 @@ T0_S = 1_795_000_000  # a multiple of every window used below, in seconds
 
 
 def run_scenario(harness_env, out: Path, name: str, *overrides: str, timeout: int = 1500):
-    argv = [sys.executable, "-m", "harness", "run", name, "--out", str(out)]
-    for o in overrides:
-        argv += ["--set", o]
-    proc = subprocess.run(argv, env=harness_env, capture_output=True, text=True, timeout=timeout)
-    result = json.loads((out / "result.json").read_text())
-    return proc, result
+    return run(harness_env, out, name, *overrides, timeout=timeout)
 
 
 def exact_window(intended_text: str, window_ms: int) -> int:

@@ -9,8 +9,6 @@ exits non-zero.
 import json
 import math
 import socket
-import subprocess
-import sys
 from datetime import datetime
 
 import pytest
@@ -18,16 +16,9 @@ import pytest
 from harness.result import SCHEMA_VERSION, RunResult
 from harness.jsonl import read_jsonl
 
+from scenario_runs import run
+
 pytestmark = pytest.mark.integration
-
-
-def run(harness_env, out, scenario, *overrides, timeout=900):
-    argv = [sys.executable, "-m", "harness", "run", scenario, "--out", str(out)]
-    for o in overrides:
-        argv += ["--set", o]
-    proc = subprocess.run(argv, env=harness_env, capture_output=True, text=True, timeout=timeout)
-    result = json.loads((out / "result.json").read_text())
-    return proc, result
 
 
 def typed(result: dict) -> RunResult:

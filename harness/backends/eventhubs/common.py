@@ -127,7 +127,9 @@ class EventHubsBackendBase(Backend):
         return rows
 
     def write_placements(self, path: Path, rows: list[tuple[int, int, int, int]]) -> None:
-        atomic.write_text(path, "producer,seq,partition,offset\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
+        from harness.checker import PLACEMENT_COLUMNS
+
+        atomic.write_text(path, ",".join(PLACEMENT_COLUMNS) + "\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
 
     def record_positions(self, stream: str, out_dir: Path) -> int:
         """Everything the hub still holds, read at the end of the run: with the faults' reads of what they removed,

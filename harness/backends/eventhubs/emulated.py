@@ -95,10 +95,6 @@ class EmulatedEventHubs(EventHubsBackendBase):
             raise BackendError(f"emulator control {path}: {exc.code} {exc.read().decode(errors='replace')}") \
                 from None
 
-    def status(self, timeout: float = 10.0) -> dict:
-        with urllib.request.urlopen(f"{self.control_url}/status", timeout=timeout) as resp:
-            return json.loads(resp.read())
-
     def describe(self) -> dict:
         return {"kind": self.kind, "mode": "emulator", "send": self.send_mode, "endpoint": self._conn.split(";")[0],
                 **self.endpoints}

@@ -61,8 +61,7 @@ class EventHubsSpec(BackendSpec):
         for key in options:
             if key.lower() in _SET_BY_HARNESS:
                 raise ValueError(f"{key!r} is set by the harness from [backend] and [stream]")
-        parse_options({**{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()},
-                       "eventhubs.connectionString": _PLACEHOLDER})
+        parse_options({**options, "eventhubs.connectionString": _PLACEHOLDER})
 
     def check_stream_config(self, config: dict[str, Any]) -> None:
         for key in config:
