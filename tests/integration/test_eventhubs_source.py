@@ -23,7 +23,8 @@ FROM_START = json.dumps({"offset": "-1", "seqNo": -1, "enqueuedTime": None, "isI
 
 
 HUBS = (HubConfig("reuse", 1), HubConfig("once", 4, ("$Default", "check")), HubConfig("strict", 1),
-        HubConfig("lenient", 1), HubConfig("aged", 1), HubConfig("leak", 2), HubConfig("reborn", 1))
+        HubConfig("lenient", 1), HubConfig("aged", 1), HubConfig("leak", 2), HubConfig("reborn", 1),
+        HubConfig("prefetched", 1))
 
 
 @pytest.fixture(scope="module")
@@ -315,6 +316,38 @@ def test_fresh_receiver_reports_exactly_what_aged_out_and_steals_are_survived(em
     assert "failOnDataLoss" in failed["error"] and failed["rows"] == 0
     assert (mid_read["rows"], mid_read["stolen"], mid_read["failed"], mid_read["error"]) == (20, 1, 0, None)
     assert refused["stolen"] >= 1 and refused["rows"] == 0 and "higher epoch" in refused["error"]
+
+
+def test_events_fetched_before_they_aged_out_stay_out_of_a_batch_planned_past_them(emulator, tmp_path):
+    """A cached receiver prefetches ahead of its reader; events it holds may age out before the next batch is
+    planned. The plan leaves them out of maxEventsPerTrigger's budget (Range.retained_from), so the task must not
+    deliver them from its buffer: it reports them lost, exactly, and still reuses the receiver."""
+    from harness.spark.eventhubs import receivers
+    from harness.spark.eventhubs.offsets import PartitionBounds, Range, plan_batch_end, plan_ranges
+    from harness.spark.eventhubs.options import parse_options
+
+    hub = "prefetched"
+    send(emulator.connection_string(), hub, "0", 40)
+    options = parse_options({"eventhubs.connectionString": emulator.connection_string(hub),
+                             "failOnDataLoss": "false", "harness.metricsPath": str(tmp_path / "m")})
+    try:
+        assert sum(b.num_rows for b in receivers.read_range(options, Range("0", 0, 5))) == 5
+        deadline = time.time() + 10  # the receiver fetches on past its reader (prefetch)
+        while time.time() < deadline and not receivers.cached_state()[0]["buffered"]:
+            time.sleep(0.05)
+        assert receivers.cached_state()[0]["buffered"]
+        assert emulator.age_out(hub, "0", up_to_seq=24) == 25
+        # the driver's plan, from what the hub now reports: 25..39 retained, budget 5 -> [25, 30) of [5, 30)
+        plan = plan_batch_end({"0": 5}, {"0": PartitionBounds("0", 25, 40)}, 5, False, hub)
+        (rng,) = plan_ranges({"0": 5}, plan.end, False, hub, retained_from=plan.retained_from)
+        assert (rng.start, rng.end, rng.retained_from) == (5, 30, 25)
+        got = [s for b in receivers.read_range(options, rng) for s in b.column("sequenceNumber").to_pylist()]
+        assert got == list(range(25, 30))
+    finally:
+        receivers.close_all()
+    _, record = task_records(tmp_path / "m")
+    assert record["lost_ranges"] == [["0", 5, 25]] and record["expired_skipped"] == 20 and record["rows"] == 5
+    assert record["reused"] == 1 and record["created"] == 0
 
 
 def test_no_thread_or_connection_leak_and_a_worker_exit_closes_its_connections(emulator):

@@ -252,6 +252,10 @@ def test_plan_moves_past_aged_out_events_with_failondataloss_false():
     # the backlog counts retained events only (5 + 10, cap 6 -> 2 + 4); p0's range starts at 10 so its task
     # reports 10..14 lost
     assert plan.end == {"0": 17, "1": 4} and len(plan.warnings) == 1
+    # the task learns where the retained events began, so it delivers nothing below (even from a buffer)
+    assert plan.retained_from == {"0": 15}
+    assert plan_ranges({"0": 10, "1": 0}, plan.end, False, "hub", retained_from=plan.retained_from) == [
+        Range("0", 10, 17, retained_from=15), Range("1", 0, 4)]
     # everything aged out and nothing new: still move past the loss so it is reported once
     assert plan_batch_end({"0": 10}, bounds(p0=(20, 20)), None, False, "hub").end == {"0": 20}
 

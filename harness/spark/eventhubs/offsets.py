@@ -79,6 +79,7 @@ class Plan:
     end: dict[str, int]  # the batch's end offsets (partition -> seq)
     available: dict[str, int]  # every partition's end without a limit (reportLatestOffset, lag)
     warnings: tuple[str, ...]  # data loss tolerated with failOnDataLoss=false
+    retained_from: dict[str, int]  # partitions whose batch starts past a tolerated aged-out range: where it ends
 
 
 def plan_batch_end(start: Mapping[str, int], bounds: Mapping[str, PartitionBounds], limit: int | None,
@@ -130,7 +131,8 @@ def plan_batch_end(start: Mapping[str, int], bounds: Mapping[str, PartitionBound
         else:
             end[p] = s  # nothing new: stay
     available = {p: b.end for p, b in bounds.items()}
-    return Plan(end, available, tuple(warnings))
+    skipped = {p: begin[p] for p in cap if p not in resets and begin[p] > start.get(p, 0)}
+    return Plan(end, available, tuple(warnings), skipped)
 
 
 @dataclass(frozen=True)
@@ -147,9 +149,11 @@ class Generation:
 class Range:
     """One Spark task's work: partition events [start, end); reset_from set when the batch follows a sequence
     reset (the range is then in the recreated hub, and reset_from is where the query stood in the old one, whose
-    events up to old_end, the old hub's end the driver last saw, were never read). not_before_ms/not_after_ms:
-    the enqueued times the range's events must lie within (Generation), None when unknown (a batch re-run by a
-    restarted driver)."""
+    events up to old_end, the old hub's end the driver last saw, were never read). retained_from: events below it
+    had aged out when the batch was planned, so the batch's admission budget leaves them out and the task must
+    not deliver them even if its cached receiver fetched them before they aged out. not_before_ms/not_after_ms:
+    the enqueued times the range's events must lie within (Generation). Both None when unknown (a batch re-run by
+    a restarted driver, whose receivers are all new)."""
 
     partition: str
     start: int
@@ -158,22 +162,27 @@ class Range:
     old_end: int | None = None
     not_before_ms: int | None = None
     not_after_ms: int | None = None
+    retained_from: int | None = None
 
 
 def plan_ranges(start: Mapping[str, int], end: Mapping[str, int], fail_on_data_loss: bool,
                 hub: str, old_ends: Mapping[str, int] | None = None,
-                generation: Generation | None = None) -> list[Range]:
+                generation: Generation | None = None, retained_from: Mapping[str, int] | None = None) -> list[Range]:
     """One range per partition with events to read, in partition order (the connector's 1:1:1). `old_ends`: for
-    a batch after a sequence reset, the old hub's ends the driver last saw; `generation`: the hub as planned."""
+    a batch after a sequence reset, the old hub's ends the driver last saw; `generation`: the hub as planned;
+    `retained_from`: Plan.retained_from."""
     ranges = []
 
     def make(p: str, lo: int, hi: int, reset_from: int | None = None) -> Range:
         old_end = None
         if reset_from is not None and old_ends is not None and p in old_ends:
             old_end = int(old_ends[p])
-        if generation is None:
-            return Range(p, lo, hi, reset_from, old_end)
-        return Range(p, lo, hi, reset_from, old_end, generation.created_ms, generation.last_enqueued_ms.get(p))
+        skip_to = (retained_from or {}).get(p)
+        return Range(p, lo, hi, reset_from, old_end,
+                     not_before_ms=None if generation is None else generation.created_ms,
+                     not_after_ms=None if generation is None else generation.last_enqueued_ms.get(p),
+                     retained_from=None if reset_from is not None or skip_to is None or skip_to <= lo
+                     else int(skip_to))
 
     for p in sorted(end, key=int):
         s, e = start.get(p, 0), end[p]

@@ -257,8 +257,10 @@ def _same_settings(a: EventHubsOptions, b: EventHubsOptions) -> bool:
             and a.use_exclusive_receiver == b.use_exclusive_receiver)
 
 
-def _acquire(options: EventHubsOptions, partition: str, start: int, stats: TaskStats) -> CachedEventHubsReceiver:
-    """The cached receiver when it stands at `start`, else a new one (counted by reason)."""
+def _acquire(options: EventHubsOptions, partition: str, start: int, stats: TaskStats,
+             also_at: int | None = None) -> CachedEventHubsReceiver:
+    """The cached receiver when it stands at `start` (or at `also_at`, below it: the reader drops what lies
+    between), else a new one (counted by reason)."""
     key = receiver_key(options, partition)
     now = time.monotonic()
     with _cache_lock:
@@ -272,7 +274,7 @@ def _acquire(options: EventHubsOptions, partition: str, start: int, stats: TaskS
             stats.stolen += 1
         elif current.dead:
             stats.failed += 1
-        elif current.position != start or not _same_settings(current.options, options):
+        elif current.position not in (start, also_at) or not _same_settings(current.options, options):
             stats.mismatch += 1
         else:
             stats.reused += 1
@@ -380,11 +382,17 @@ def _read(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
         old_from, old_end = rng.reset_from, rng.old_end
     else:
         old_from = old_end = None
+    if rng.retained_from is not None and rng.retained_from > pos:
+        # aged out before planning: left out of the batch's budget, so never delivered, even from a buffer
+        skip_to = min(rng.retained_from, end)
+        lose(pos, skip_to, f"expired before the batch was planned (earliest retained then {rng.retained_from})",
+             expired=True)
+        pos = skip_to
     if pos >= end:
         if old_from is not None:
             lose(old_from, old_end, _OLD_HUB, expired=False)
         return
-    receiver = _acquire(options, p, pos, stats)
+    receiver = _acquire(options, p, pos, stats, also_at=rng.start)
     try:
         last_progress = last_check = time.monotonic()
         waits_replaced = 0

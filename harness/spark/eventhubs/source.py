@@ -78,7 +78,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._old_ends: dict[str, int] = {}  # the same for the hub before the last recreation
         self._recreated = False  # a recreation seen and not planned yet (any call may see it)
         self._generation: Generation | None = None
-        self._planned: dict[str, tuple[Generation | None, dict[str, int]]] = {}  # batch end -> what partitions needs
+        self._planned: dict[str, tuple] = {}  # batch end -> (generation, old ends, retained_from) for partitions
         self._available: dict[str, int] | None = None
         self._target: dict[str, int] | None = None
 
@@ -153,7 +153,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._recreated = False
         self._available = plan.available
         end = offset_json(self.settings.hub, plan.end)
-        self._planned = {_key(end): (self._generation, dict(self._old_ends))}  # only the newest plan is read
+        self._planned = {_key(end): (self._generation, dict(self._old_ends), plan.retained_from)}  # newest only
         return end
 
     def reportLatestOffset(self) -> dict | None:
@@ -164,10 +164,10 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target = {p: b.end for p, b in bounds.items()}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        generation, old_ends = self._planned.get(_key(end), (None, {}))
+        generation, old_ends, retained_from = self._planned.get(_key(end), (None, {}, {}))
         ranges = plan_ranges(read_offset(start, self.settings.hub), read_offset(end, self.settings.hub),
                              self.settings.fail_on_data_loss, self.settings.hub, old_ends=old_ends,
-                             generation=generation)
+                             generation=generation, retained_from=retained_from)
         return [EventHubsPartition(r) for r in ranges]
 
     def commit(self, end: dict) -> None:
