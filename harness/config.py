@@ -15,7 +15,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.backends import spec_union
 from harness.backends.kafka.spec import KafkaSpec
@@ -34,6 +34,10 @@ class Strict(BaseModel):
 
 
 Scalar = Union[str, int, float, bool]
+# Tables whose keys are a connector's option names, dots and all: a dotted path ends in them.
+FLAT_TABLES = {("spark", "source_options"), ("spark", "conf"), ("stream", "config"), ("producers", "client"),
+               ("backend", "broker")}
+MAX_SWEEP_RUNS = 64
 
 
 def _stringify(options: dict[str, Scalar]) -> dict[str, str]:
@@ -99,6 +103,43 @@ class Scenario(Strict):
     spark: SparkSpec = Field(default_factory=SparkSpec)
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     faults: list[options_union()] = Field(default_factory=list, description="[[faults]]: harness.faults")  # type: ignore[valid-type]
+    sweep: dict[str, list[Scalar]] = Field(default_factory=dict, description="[sweep]: dotted key -> values; "
+                                           "`harness run` runs every combination (harness.sweep)")
+
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _flat_sweep(cls, value: Any) -> Any:
+        """`[sweep]` keys as dotted paths, however TOML nested them (`spark.source_options.x = [...]` is a
+        nested table); option tables keep dotted option names whole."""
+        if not isinstance(value, dict):
+            return value
+        flat: dict[str, Any] = {}
+
+        def walk(node: dict, prefix: list[str]) -> None:
+            for key, item in node.items():
+                path = prefix + [str(key)]
+                if isinstance(item, dict) and tuple(path) not in FLAT_TABLES:
+                    walk(item, path)
+                elif isinstance(item, dict):
+                    for option, values in _flatten_option_names(item).items():
+                        flat[".".join(path + [option])] = values
+                else:
+                    flat[".".join(path)] = item
+        walk(value, [])
+        return flat
+
+    @model_validator(mode="after")
+    def _sweep_values(self):
+        combinations = 1
+        for key, values in self.sweep.items():
+            if not values:
+                raise ValueError(f"sweep.{key}: an empty list; give the values to run, e.g. [1000, 5000]")
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError(f"sweep.{key}: a value is listed twice")
+            combinations *= len(values)
+        if combinations > MAX_SWEEP_RUNS:
+            raise ValueError(f"sweep: {combinations} combinations; at most {MAX_SWEEP_RUNS} runs in one sweep")
+        return self
 
     @model_validator(mode="after")
     def _backend_options(self):
@@ -169,13 +210,26 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def _apply(data: dict, parts: list[str], value: Any, text: str) -> None:
+    """Set a dotted key; inside an option table the rest of the key is one option name
+    (`spark.conf.spark.sql.shuffle.partitions=8`, `spark.source_options.eventhubs.prefetchCount=10`)."""
     node = data
-    for part in parts[:-1]:
+    for i, part in enumerate(parts[:-1]):
         nxt = node.setdefault(part, {})
         if not isinstance(nxt, dict):
             raise ConfigError(f"--set {text!r}: {part!r} is not a table")
         node = nxt
+        if tuple(parts[:i + 1]) in FLAT_TABLES:
+            node[".".join(parts[i + 1:])] = value
+            return
     node[parts[-1]] = value
+
+
+def _flatten_option_names(table: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, item in table.items():
+        name = f"{prefix}{key}"
+        out.update(_flatten_option_names(item, name + ".") if isinstance(item, dict) else {name: item})
+    return out
 
 
 def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tuple[Scenario, Path, dict]:

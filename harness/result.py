@@ -100,6 +100,7 @@ class RunResult(BaseModel):
     faults: list[FaultRecord] = Field(default_factory=list)
     oracle: dict[str, Any] | None = None
     source: dict[str, Any] = Field(default_factory=dict)  # the source's own task records (Event Hubs)
+    placement: dict[str, Any] = Field(default_factory=dict)  # where Spark ran the scan tasks (its event log)
     backend_info: dict[str, Any] = Field(default_factory=dict)
     end_offsets: dict[str, int] = Field(default_factory=dict)
     run_dir: str = ""

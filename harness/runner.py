@@ -60,6 +60,10 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
         console: Console | None = None) -> RunOutcome:
     scenario, path, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
     console = console or Console()
+    if scenario.sweep:
+        from harness.sweep import run_sweep
+
+        return run_sweep(scenario, name_or_path, list(overrides or []), out, console)
     run_dir = new_run_dir(scenario.name, out)
     atomic.write_json(run_dir / "scenario.json", {"file": str(path), "overrides": overrides or [],
                                                   "resolved": scenario.model_dump(mode="json")})

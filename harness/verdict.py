@@ -27,7 +27,8 @@ from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate
 from reports.lag import lag_series, lag_summary
-from reports.source_tasks import source_summary
+from reports.source_tasks import read_tasks, source_summary
+from reports.spark_tasks import spark_placement
 from reports.report import batch_stats, parse_offsets, rate_accuracy, skew_section
 
 SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
@@ -147,8 +148,14 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     checks += _batch_cap_check(scenario, progress)
     with _reading("reading the source's task records (source-metrics/)"):
         result.source = source_summary(run_dir, progress, scenario.stream.name)
+    try:  # a report, not a check: an unreadable log leaves the verdict alone
+        result.placement = spark_placement(run_dir, read_tasks(run_dir))
+    except Exception as exc:  # noqa: BLE001
+        result.placement = {"error": f"reading Spark's event log (spark/events/) failed: {exc!r}"}
     checks += _source_checks(effects, result.source,
-                             {} if scenario.fail_on_data_loss else rec.expected_lost_by_partition)
+                             {} if scenario.fail_on_data_loss else rec.expected_lost_by_partition,
+                             receiver_cache=next((v for k, v in scenario.source_options().items()
+                                                  if k.lower() == "harness.receivercache"), "true").lower() != "false")
     result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
 
     batches = batch_stats(progress)
@@ -166,12 +173,14 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     result.producers = {**producers, **skew_section(producers), **accuracy}
 
 
-def _source_checks(effects: list[Effect], source: dict, expected_lost: dict[int, int]) -> list[Check]:
+def _source_checks(effects: list[Effect], source: dict, expected_lost: dict[int, int],
+                   receiver_cache: bool = True) -> list[Check]:
     """What faults declared the source must have seen (a steal: receivers recreated), counted by its tasks; and
     the gaps a source that reports them (Event Hubs) skipped under failOnDataLoss=false, against the declared
     loss (`expected_lost`, empty under true: then the query fails instead of skipping). Where the stream stayed
     around the gap (aged out) the source must report it exactly; where it went away (a deleted hub) the source
-    cannot know how far it reached beyond its last look: then it may report less, never more."""
+    cannot know how far it reached beyond its last look: then it may report less, never more. With the receiver
+    cache off (harness.receiverCache=false) no task may have reused a receiver."""
     out = []
     lossy = [e for e in effects if e.loss]
     if source and "lost_ranges" in source and (source["lost_ranges"] or expected_lost) and lossy:
@@ -191,6 +200,11 @@ def _source_checks(effects: list[Effect], source: dict, expected_lost: dict[int,
         for name, n in effect.expect_source.items():
             wanted[name] = wanted.get(name, 0) + n
     totals = (source or {}).get("totals", {})
+    if source and not receiver_cache:
+        out.append(Check("receivers_not_cached", totals.get("reused", 0) == 0
+                         and totals.get("created", 0) >= source.get("tasks", 0),
+                         f"harness.receiverCache=false: {totals.get('created', 0)} receivers created for "
+                         f"{source.get('tasks', 0)} tasks, {totals.get('reused', 0)} reused (must be 0)"))
     return out + [Check(f"source_saw_{name}", totals.get(name, 0) >= n,
                         f"the source's tasks counted {totals.get(name, 0)} {name} (the faults make at least {n} "
                         f"expected)") for name, n in sorted(wanted.items())]

@@ -11,6 +11,7 @@ from harness.backends.kafka.external import ExternalKafka
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.slow  # a minute of three brokers; broker-kill (also slow) runs a whole scenario on three
 def test_three_node_cluster_replicates_and_survives_a_broker_stop(supervisor, tmp_path):
     cluster = EmbeddedKafka(nodes=3, heap_mb=256)
     cluster.start(tmp_path, supervisor)

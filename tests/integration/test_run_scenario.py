@@ -68,6 +68,16 @@ def test_steady_passes_end_to_end(harness_env, tmp_path):
         assert (out / name).exists(), name
     progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
     assert sum(p["numInputRows"] for p in progress) == 60000
+    # where Spark read each partition (its event log), against the offsets Spark reported per batch: one scan
+    # task per partition that had new records in the batch
+    ranges = 0
+    for p in progress:
+        start, end = (json.loads(p["sources"][0][k]) for k in ("startOffset", "endOffset"))
+        ranges += sum(1 for part, o in end["events"].items() if o > (start or {}).get("events", {}).get(part, 0))
+    placement = result["placement"]
+    assert placement["tasks"] == ranges and placement["executors"] == ["driver"]
+    assert placement["partition_known"] == 1.0 and sorted(placement["partitions"], key=int) == list(map(str, range(8)))
+    assert "Where Spark read the source" in (out / "report.md").read_text()
     assert "PASS" in (out / "report.md").read_text()
     assert_no_orphans(token, timeout=5)
 

@@ -43,14 +43,17 @@ def test_defaults_are_the_connectors():
     assert (o.receiver_timeout_s, o.operation_timeout_s) == (60.0, 300.0)
     assert o.prefetch_count == 500 and o.use_exclusive_receiver is True
     assert o.preferred_location_strategy == "Hash" and o.fail_on_data_loss is True and o.metrics_path is None
+    assert o.receiver_cache is True
 
 
 def test_option_names_are_case_insensitive_and_aliases_are_accepted():
     o = parse_options({"EVENTHUBS.CONNECTIONSTRING": CONN, "eventhubs.maxEventsPerTrigger": "7",
                        "eventhubs.partitionPreferredLocationStrategy": "BalancedHash", "FAILONDATALOSS": "False",
-                       "Eventhubs.UseExclusiveReceiver": "false", "harness.metricspath": "/tmp/m"})
+                       "Eventhubs.UseExclusiveReceiver": "false", "harness.metricspath": "/tmp/m",
+                       "harness.receivercache": "false"})
     assert o.max_events_per_trigger == 7 and o.preferred_location_strategy == "BalancedHash"
     assert o.fail_on_data_loss is False and o.use_exclusive_receiver is False and o.metrics_path == "/tmp/m"
+    assert o.receiver_cache is False
     with pytest.raises(EventHubsOptionError, match="given twice"):
         parse_options({"eventhubs.connectionString": CONN, "maxEventsPerTrigger": "1",
                        "eventhubs.maxEventsPerTrigger": "2"})

@@ -355,3 +355,15 @@ def test_an_unjudged_run_still_says_what_went_wrong_with_the_run(tmp_path):
     assert_unjudged(result, tmp_path, "reading the sink")
     assert [(c.name, c.ok) for c in result.checks] == [("completed", False)]
     assert "not ready" in result.checks[0].detail
+
+
+def test_receiver_cache_off_fails_when_a_task_reused_a_receiver():
+    from harness.verdict import _source_checks
+
+    def check(totals, tasks=4):
+        (c,) = _source_checks([], {"tasks": tasks, "totals": totals, "lost_ranges": []}, {}, receiver_cache=False)
+        return c.name, c.ok
+
+    assert check({"created": 4, "reused": 0}) == ("receivers_not_cached", True)
+    assert check({"created": 3, "reused": 1}) == ("receivers_not_cached", False)
+    assert _source_checks([], {"tasks": 4, "totals": {"created": 1, "reused": 3}, "lost_ranges": []}, {}) == []

@@ -32,12 +32,13 @@ USE_EXCLUSIVE_RECEIVER = "eventhubs.useExclusiveReceiver"
 PREFERRED_LOCATION_STRATEGY = "partitionPreferredLocationStrategy"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 METRICS_PATH = "harness.metricsPath"
+RECEIVER_CACHE = "harness.receiverCache"  # false: a new receiver per task, closed after it (to measure the cache)
 
-#: Canonical spellings, the connector's own (EventHubsConf keys), plus failOnDataLoss and harness.metricsPath.
+#: Canonical spellings, the connector's own (EventHubsConf keys), plus failOnDataLoss and the harness's own two.
 ALLOWED_OPTIONS: tuple[str, ...] = (
     CONNECTION_STRING, CONSUMER_GROUP, STARTING_POSITION, STARTING_POSITIONS, MAX_EVENTS_PER_TRIGGER,
     RECEIVER_TIMEOUT, OPERATION_TIMEOUT, PREFETCH_COUNT, USE_EXCLUSIVE_RECEIVER, PREFERRED_LOCATION_STRATEGY,
-    FAIL_ON_DATA_LOSS, METRICS_PATH,
+    FAIL_ON_DATA_LOSS, METRICS_PATH, RECEIVER_CACHE,
 )
 #: Other accepted spellings: the connector's MaxEventsPerTriggerKeyAlias, and the "eventhubs."-prefixed
 #: strategy name (the connector's key has no prefix; both are taken).
@@ -116,6 +117,7 @@ class EventHubsOptions:
     preferred_location_strategy: str = "Hash"
     fail_on_data_loss: bool = True
     metrics_path: str | None = None
+    receiver_cache: bool = True
 
     @property
     def hub(self) -> str:
@@ -197,6 +199,7 @@ def parse_options(options: Mapping[str, str]) -> EventHubsOptions:
         preferred_location_strategy=strategy,
         fail_on_data_loss=_bool(values, FAIL_ON_DATA_LOSS, True),
         metrics_path=metrics_path,
+        receiver_cache=_bool(values, RECEIVER_CACHE, True),
     )
 
 

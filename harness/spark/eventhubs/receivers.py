@@ -263,6 +263,8 @@ def _acquire(options: EventHubsOptions, partition: str, start: int, stats: TaskS
     between), else a new one (counted by reason)."""
     key = receiver_key(options, partition)
     now = time.monotonic()
+    if not options.receiver_cache:  # harness.receiverCache=false: every task opens its own
+        return _create(options, partition, start, stats)
     with _cache_lock:
         stale = [k for k, r in _cache.items() if k != key and (r.dead or now - r.last_used > IDLE_CLOSE_S)]
         retired = [_cache.pop(k) for k in stale]
@@ -485,10 +487,14 @@ def _read(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
         receiver.position = pos
         receiver.consumed = True
         receiver.last_used = time.monotonic()
+        if not options.receiver_cache:
+            _forget(receiver)
         if old_from is not None:
             lose(old_from, old_end, _OLD_HUB, expired=False)
     except GeneratorExit:
         receiver.position = pos  # Spark stopped reading: the receiver stands where the reader stopped
+        if not options.receiver_cache:
+            _forget(receiver)
         raise
     except BaseException:
         _forget(receiver)

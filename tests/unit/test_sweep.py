@@ -1,0 +1,116 @@
+"""[sweep]: keys as dotted paths however TOML nested them, every combination checked before anything runs, one
+ordinary run per combination, and a sweep.json that keeps what was measured if the sweep stops early."""
+import json
+
+import pytest
+
+from harness.config import ConfigError, load_scenario, parse_override
+from harness.console import Console
+from harness.runner import RunOutcome
+from harness import sweep
+
+MINIMAL = """
+name = "t"
+[producers]
+rate = { kind = "constant", eps = 100 }
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_option_names_keep_their_dots_in_overrides():
+    s, _, _ = load_scenario("eh-steady", ["spark.source_options.eventhubs.prefetchCount=10",
+                                          "spark.conf.spark.sql.shuffle.partitions=8",
+                                          "producers.client.linger.ms=5"])
+    assert s.spark.source_options["eventhubs.prefetchCount"] == 10
+    assert s.spark.conf["spark.sql.shuffle.partitions"] == 8 and s.producers.client["linger.ms"] == 5
+
+
+def test_sweep_keys_are_dotted_paths_whether_toml_nested_them_or_not(tmp_path):
+    text = MINIMAL + """
+[sweep]
+spark.source_options.maxOffsetsPerTrigger = [1000, 5000]
+"spark.master" = ["local[1]", "local[2]"]
+spark.source_options."failOnDataLoss" = [true]
+"""
+    s, _, _ = load_scenario(write(tmp_path, text))
+    assert s.sweep == {"spark.source_options.maxOffsetsPerTrigger": [1000, 5000],
+                       "spark.master": ["local[1]", "local[2]"], "spark.source_options.failOnDataLoss": [True]}
+    combos = sweep.combinations(s.sweep)
+    assert len(combos) == 4 and combos[1] == {"spark.source_options.maxOffsetsPerTrigger": 1000,
+                                              "spark.master": "local[2]", "spark.source_options.failOnDataLoss": True}
+    # each value goes back through --set unchanged
+    for key, value in combos[3].items():
+        assert parse_override(sweep.override_text(key, value)) == (key.split("."), value)
+
+
+@pytest.mark.parametrize("body,match", [
+    ('spark.master = []', "sweep.spark.master: an empty list"),
+    ('spark.master = ["local[1]", "local[1]"]', "listed twice"),
+    ('a = [1, 2, 3, 4]\nb = [1, 2, 3, 4]\nc = [1, 2, 3, 4, 5]', "80 combinations; at most 64"),
+])
+def test_bad_sweeps_are_refused(tmp_path, body, match):
+    with pytest.raises(ConfigError, match=match):
+        load_scenario(write(tmp_path, MINIMAL + "[sweep]\n" + body + "\n"))
+
+
+def _fake_runs(monkeypatch, verdicts):
+    """Stand in for the pipeline (the runs themselves are tested end to end elsewhere): record what each run
+    was asked, answer with the next verdict."""
+    asked = []
+
+    def fake_run(name, overrides, out, console):
+        asked.append((name, overrides, out))
+        scenario, _, _ = load_scenario(name, overrides)  # the sub-run is an ordinary scenario
+        assert not scenario.sweep
+        verdict = verdicts[len(asked) - 1]
+        code = {"pass": 0, "fail": 1, "interrupted": 130}[verdict]
+        result = {"verdict": "unjudged" if code == 130 else verdict, "checks": [
+            {"name": "no_loss", "ok": verdict == "pass", "detail": ""}],
+            "throughput": {"process_rps": 100.0 * len(asked)}, "latency_ms": {"p50": 10.0, "p99": 20.0},
+            "batches": 3, "source": {"totals": {"created": 2, "reused": 5, "mismatch": 1}}}
+        return RunOutcome(out, result, code)
+
+    monkeypatch.setattr("harness.runner.run", fake_run)
+    return asked
+
+
+def test_a_sweep_runs_every_combination_and_compares_them(tmp_path, monkeypatch):
+    path = write(tmp_path, MINIMAL + '[sweep]\n"spark.source_options.maxOffsetsPerTrigger" = [10, 20]\n')
+    asked = _fake_runs(monkeypatch, ["pass", "fail"])
+    scenario, _, _ = load_scenario(path)
+    outcome = sweep.run_sweep(scenario, path, ["producers.duration_s=5"], tmp_path / "out", Console(quiet=True))
+    assert [a[1] for a in asked] == [
+        ["producers.duration_s=5", "spark.source_options.maxOffsetsPerTrigger=10", "sweep={}"],
+        ["producers.duration_s=5", "spark.source_options.maxOffsetsPerTrigger=20", "sweep={}"]]
+    assert [a[2].name for a in asked] == ["00-maxOffsetsPerTrigger=10", "01-maxOffsetsPerTrigger=20"]
+    saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert outcome.exit_code == 1 and saved["verdict"] == "fail" and saved["planned"] == 2
+    assert [(r["values"], r["verdict"], r["process_rps"], r["receivers_reused"]) for r in saved["runs"]] == [
+        ({"spark.source_options.maxOffsetsPerTrigger": 10}, "pass", 100.0, 5),
+        ({"spark.source_options.maxOffsetsPerTrigger": 20}, "fail", 200.0, 5)]
+    md = (tmp_path / "out" / "sweep.md").read_text()
+    assert "| 10 | pass | 100 |" in md and "01-maxOffsetsPerTrigger=20: failed no_loss" in md
+
+
+def test_an_interrupted_sweep_keeps_its_runs_and_is_unjudged(tmp_path, monkeypatch):
+    path = write(tmp_path, MINIMAL + '[sweep]\n"stream.partitions" = [1, 2, 3]\n')
+    asked = _fake_runs(monkeypatch, ["pass", "interrupted", "pass"])
+    scenario, _, _ = load_scenario(path)
+    outcome = sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True))
+    saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert len(asked) == 2 and outcome.exit_code == 130
+    assert saved["verdict"] == "unjudged" and len(saved["runs"]) == 2
+
+
+def test_a_bad_combination_is_refused_before_any_run(tmp_path, monkeypatch):
+    path = write(tmp_path, MINIMAL + '[sweep]\n"stream.partitions" = [2, 0]\n')
+    asked = _fake_runs(monkeypatch, ["pass", "pass"])
+    scenario, _, _ = load_scenario(path)
+    with pytest.raises(ConfigError, match="stream.partitions"):
+        sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True))
+    assert asked == [] and not (tmp_path / "out").exists()
