@@ -75,7 +75,7 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
     interrupted = False
     for i, (values, sets) in enumerate(plans):
         sub = sweep_dir / label(i, values)
-        console.info(f"sweep run {i + 1}/{len(plans)}: " + ", ".join(f"{k} = {v}" for k, v in values.items()))
+        console.info(f"sweep run {i + 1}/{len(plans)}: " + ", ".join(override_text(k, v) for k, v in values.items()))
         outcome = run(name_or_path, sets, sub, console)
         summary["runs"].append({"values": values, "run_dir": sub.name, "exit_code": outcome.exit_code,
                                 **figures(outcome.result)})
@@ -107,7 +107,7 @@ def sweep_markdown(summary: dict) -> str:
              f"{len(runs)} of {summary['planned']} runs; swept: {', '.join(summary['keys'])}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
-        cells = [str(r["values"][k]) for k in summary["keys"]] + [_cell(r.get(k)) for k, _ in shown]
+        cells = [_cell(r["values"][k]) for k in summary["keys"]] + [_cell(r.get(k)) for k, _ in shown]
         lines.append("| " + " | ".join(cells) + " |")
     failed = [r for r in runs if r["failed_checks"]]
     if failed:
@@ -118,6 +118,8 @@ def sweep_markdown(summary: dict) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.0f}"
     if isinstance(value, int):

@@ -8,18 +8,7 @@ from harness.config import ConfigError, load_scenario, parse_override
 from harness.console import Console
 from harness.runner import RunOutcome
 from harness import sweep
-
-MINIMAL = """
-name = "t"
-[producers]
-rate = { kind = "constant", eps = 100 }
-"""
-
-
-def write(tmp_path, text):
-    p = tmp_path / "s.toml"
-    p.write_text(text)
-    return str(p)
+from test_config import MINIMAL, write
 
 
 def test_option_names_keep_their_dots_in_overrides():
