@@ -151,7 +151,8 @@ def placement_summary(tasks: list[dict]) -> dict[str, Any]:
         by_batch[t["batch"]].append(t["finish_ms"] - t["launch_ms"])
     spread = [max(d) / statistics.median(d) for d in by_batch.values() if len(d) > 1 and statistics.median(d) > 0]
     return {
-        "tasks": len(done), "failed_tasks": len(tasks) - len(done), "batches": len(by_batch),
+        "tasks": len(done), "tasks_reading": len(_reading(done)), "failed_tasks": len(tasks) - len(done),
+        "batches": len(by_batch),
         "executors": executors,
         "tasks_per_executor": dict(sorted(Counter(t["executor"] for t in done).items())),
         "locality": dict(sorted(Counter(str(t["locality"]) for t in done).items())),
@@ -164,10 +165,14 @@ def placement_summary(tasks: list[dict]) -> dict[str, Any]:
     }
 
 
+def _reading(tasks: list[dict]) -> list[dict]:
+    return [t for t in tasks if t["records_read"] > 0 or t["partition"] is not None]
+
+
 def _share_known(tasks: list[dict]) -> float | None:
     """Of the tasks that read something (an empty range's task has no partition to know), those whose source
     partition is known."""
-    reading = [t for t in tasks if t["records_read"] > 0 or t["partition"] is not None]
+    reading = _reading(tasks)
     return round(sum(t["partition"] is not None for t in reading) / len(reading), 4) if reading else None
 
 

@@ -28,6 +28,11 @@ def test_aged_out_events_are_skipped_and_reported_exactly(harness_env, tmp_path)
     assert skipped == c["expected_lost"] == sum(result["expected_lost_by_partition"].values())
     assert result["source"]["totals"]["rows"] >= c["delivered_unique"]  # re-run batches read again
     assert (tmp_path / "run" / "placements" / "retained.csv").exists()
+    # Spark's event log and the source's own task records agree task by task: each scan task is matched to the
+    # partition its record names (a re-run batch's tasks included)
+    placement = result["placement"]
+    assert placement["partition_known"] == 1.0 and placement["executors"] == ["driver"]
+    assert placement["tasks_reading"] == result["source"]["tasks"]
 
 
 @pytest.mark.slow
