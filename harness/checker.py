@@ -88,6 +88,7 @@ class Reconciliation:
     sink_rows: int
     latency_ms: np.ndarray = field(repr=False)
     publish_delay_ms: np.ndarray = field(repr=False)
+    delivered_intended_ms: np.ndarray = field(repr=False)  # aligned with the two above (warm-up split)
     lost_by_partition: dict[int, int] = field(default_factory=dict)
     failed_expected: int = 0
     unread: int = 0
@@ -190,6 +191,7 @@ def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected: Expectations | N
         sink_rows=len(sink_ids),
         latency_ms=(delivered["commit_ms"] - delivered["intended_ms"]).to_numpy(dtype="float64"),
         publish_delay_ms=(delivered["produce_ms"] - delivered["intended_ms"]).to_numpy(dtype="float64"),
+        delivered_intended_ms=delivered["intended_ms"].to_numpy(dtype="float64"),
         lost_by_partition={int(k): int(v) for k, v in missing.groupby("partition").size().items()},
         failed_expected=failed_expected, unread=unread, expected_lost_by_partition=expected_lost_by_partition,
     )

@@ -97,6 +97,33 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    """Rebuild a run's report.md from its result.json (or a sweep's sweep.md from its sweep.json)."""
+    from harness import atomic
+
+    run_dir = Path(args.run_dir)
+    for name in ("sweep.json", "result.json"):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{path}: not readable JSON: {exc}") from None
+        if name == "sweep.json":
+            from harness.sweep import sweep_markdown
+
+            out, text = run_dir / "sweep.md", sweep_markdown(data)
+        else:
+            from reports.report import build_report
+
+            out, text = run_dir / "report.md", build_report(data, run_dir)
+        atomic.write_text(out, text)
+        print(out)
+        return 0
+    raise InputError(f"{run_dir}: neither result.json nor sweep.json there (not a run or sweep directory)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -116,6 +143,10 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--set", action="append", default=[])
     v.add_argument("--show", action="store_true", help="print the resolved scenario")
     v.set_defaults(func=_cmd_validate)
+
+    rp = sub.add_parser("report", help="rebuild a run's report.md (a sweep's sweep.md) from its results")
+    rp.add_argument("run_dir")
+    rp.set_defaults(func=_cmd_report)
 
     s = sub.add_parser("setup", help="fetch the JVM artifacts (Kafka broker, Spark's Kafka source) into the cache")
     s.add_argument("--verbose", action="store_true")

@@ -59,6 +59,9 @@ class ProducersSpec(Strict):
     keys: KeysSpec = Field(default_factory=lambda: {"kind": "uniform", "count": 1000})
     payload: PayloadSpec = Field(default_factory=dict)
     client: dict[str, Scalar] = Field(default_factory=dict, description="producer client settings (confluent-kafka / the Event Hubs sender)")
+    warmup_s: float = Field(0.0, ge=0, le=3600, description=(
+        "traffic at the rate's starting value before the measured window (duration_s): its events are checked for "
+        "loss and duplicates but kept out of latency and throughput; faults are timed from the measured window"))
     max_backlog_s: float = Field(10.0, gt=0, le=3600, description=(
         "events due longer ago than this are skipped (counted, judged); later ones are sent late, latency "
         "still measured from their intended time"))
@@ -110,22 +113,18 @@ class Scenario(Strict):
     @classmethod
     def _flat_sweep(cls, value: Any) -> Any:
         """`[sweep]` keys as dotted paths, however TOML nested them (`spark.source_options.x = [...]` is a
-        nested table); option tables keep dotted option names whole."""
+        nested table); applied like `--set`, so option names keep their dots."""
         if not isinstance(value, dict):
             return value
         flat: dict[str, Any] = {}
 
-        def walk(node: dict, prefix: list[str]) -> None:
+        def walk(node: dict, prefix: str) -> None:
             for key, item in node.items():
-                path = prefix + [str(key)]
-                if isinstance(item, dict) and tuple(path) not in FLAT_TABLES:
-                    walk(item, path)
-                elif isinstance(item, dict):
-                    for option, values in _flatten_option_names(item).items():
-                        flat[".".join(path + [option])] = values
+                if isinstance(item, dict):
+                    walk(item, f"{prefix}{key}.")
                 else:
-                    flat[".".join(path)] = item
-        walk(value, [])
+                    flat[f"{prefix}{key}"] = item
+        walk(value, "")
         return flat
 
     @model_validator(mode="after")
@@ -164,13 +163,17 @@ class Scenario(Strict):
                 raise ValueError(f"faults.{i} ({options.kind}): {problem}")
         return self
 
+    def source_option(self, name: str, default: str) -> str:
+        """A source option's value as a string, its name matched case-insensitively as Spark does."""
+        for key, value in self.source_options().items():
+            if key.lower() == name.lower():
+                return value
+        return default
+
     @property
     def fail_on_data_loss(self) -> bool:
-        """Spark's default is true; the option is read case-insensitively like Spark does."""
-        for key, value in self.spark.source_options.items():
-            if key.lower() == "failondataloss":
-                return str(value).lower() == "true"
-        return True
+        """Spark's default is true."""
+        return self.source_option("failOnDataLoss", "true").lower() == "true"
 
     def source_options(self) -> dict[str, str]:
         return _stringify(self.spark.source_options)
@@ -222,14 +225,6 @@ def _apply(data: dict, parts: list[str], value: Any, text: str) -> None:
             node[".".join(parts[i + 1:])] = value
             return
     node[parts[-1]] = value
-
-
-def _flatten_option_names(table: dict, prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for key, item in table.items():
-        name = f"{prefix}{key}"
-        out.update(_flatten_option_names(item, name + ".") if isinstance(item, dict) else {name: item})
-    return out
 
 
 def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tuple[Scenario, Path, dict]:

@@ -101,6 +101,7 @@ class RunResult(BaseModel):
     oracle: dict[str, Any] | None = None
     source: dict[str, Any] = Field(default_factory=dict)  # the source's own task records (Event Hubs)
     placement: dict[str, Any] = Field(default_factory=dict)  # where Spark ran the scan tasks (its event log)
+    warmup: dict[str, Any] = Field(default_factory=dict)  # producers.warmup_s: its events' figures, kept apart
     backend_info: dict[str, Any] = Field(default_factory=dict)
     end_offsets: dict[str, int] = Field(default_factory=dict)
     run_dir: str = ""

@@ -136,18 +136,21 @@ def run_traffic(ctx: RunContext) -> None:
                                                      lambda: ctx.backend.end_offsets(s.stream.name))
     sampler.start()
     fleet = ctx.state["fleet"] = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(s, ctx.backend))
-    ctx.traffic_start = time.time() + 1.5
-    fleet.start(ctx.traffic_start)
+    warm_start = time.time() + 1.5
+    ctx.traffic_start = warm_start + s.producers.warmup_s  # the measured window: faults are timed from here
+    fleet.start(warm_start)
+    if s.producers.warmup_s:
+        ctx.timeline.add("warmup_start", at=warm_start)
     ctx.timeline.add("traffic_start", at=ctx.traffic_start)
     if s.faults:
         ctx.state["nemesis"] = nemesis = Nemesis(ctx, list(s.faults), s.seed, s.producers.duration_s)
         nemesis.start()
-    duration = s.producers.duration_s
+    duration = s.producers.warmup_s + s.producers.duration_s
     with ctx.console.progress("traffic", duration) as bar:
         def tick():
             _supervise_query(ctx)
             live = fleet.live()
-            bar.update(min(duration, max(0.0, time.time() - ctx.traffic_start)),
+            bar.update(min(duration, max(0.0, time.time() - warm_start)),
                        f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
                        f"batches {_count_lines(ctx.run_dir / 'progress.jsonl')}")
         fleet.wait(duration + 120.0, tick)
@@ -271,7 +274,7 @@ def _producer_job(scenario: Scenario, backend: Backend) -> dict:
         "backend": backend.kind, "sender": scenario.backend.sender, "placement": scenario.backend.placement,
         "stream": scenario.stream.name, "partitions": scenario.stream.partitions,
         "settings": settings, "processes": p.processes, "users": p.users, "batch_size": p.batch_size,
-        "duration_s": p.duration_s, "max_backlog_s": p.max_backlog_s, "seed": scenario.seed,
+        "duration_s": p.duration_s, "warmup_s": p.warmup_s, "max_backlog_s": p.max_backlog_s, "seed": scenario.seed,
         "rate": p.rate.model_dump(mode="json"), "keys": p.keys.model_dump(mode="json"),
         "payload": p.payload.model_dump(mode="json"),
     }

@@ -10,8 +10,10 @@ import json
 import sys
 import traceback
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness.checker import (Check, Expectations, apply_placements, evaluate, load_acks, load_placements,
@@ -25,7 +27,7 @@ from harness.result import RunResult
 from harness.sink import read_sink
 from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
-from producers.rates import make_rate
+from producers.rates import make_rate, warmed_up
 from reports.lag import lag_series, lag_summary
 from reports.source_tasks import read_tasks, source_summary
 from reports.spark_tasks import spark_placement
@@ -111,9 +113,14 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
         rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
     fleet = ProducerFleet.read(run_dir / "producers")
     producers = fleet.merged_summary() if fleet else {}
-    rate = make_rate(scenario.producers.rate)
-    target = rate.cumulative(scenario.producers.duration_s)
-    latency = percentiles_ms(rec.latency_ms)
+    warmup, duration = scenario.producers.warmup_s, scenario.producers.duration_s
+    rate = warmed_up(make_rate(scenario.producers.rate), warmup)
+    target = rate.cumulative(warmup + duration)
+    # the measured window starts after the warm-up: latency and throughput are its events' only
+    measured_from_ms = (float(fleet.job.get("start_at", 0.0)) + warmup) * 1000.0 if fleet and warmup else None
+    measured = np.ones(len(rec.latency_ms), dtype=bool) if measured_from_ms is None else \
+        rec.delivered_intended_ms >= measured_from_ms
+    latency = percentiles_ms(rec.latency_ms[measured])
 
     counts = rec.counts()
     counts.update(pacer_skipped=producers.get("pacer_skipped", 0), unacked_at_exit=producers.get("unacked_at_exit", 0))
@@ -121,7 +128,11 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     result.lost_by_partition = {str(k): v for k, v in rec.lost_by_partition.items()}
     result.expected_lost_by_partition = {str(k): v for k, v in rec.expected_lost_by_partition.items()}
     result.latency_ms = latency  # type: ignore[assignment]
-    result.publish_delay_ms = percentiles_ms(rec.publish_delay_ms)  # type: ignore[assignment]
+    result.publish_delay_ms = percentiles_ms(rec.publish_delay_ms[measured])  # type: ignore[assignment]
+    if measured_from_ms is not None:
+        result.warmup = {"s": warmup, "measured_from": measured_from_ms / 1000.0,
+                         "events_delivered": int((~measured).sum()),
+                         "latency_ms": percentiles_ms(rec.latency_ms[~measured])}
 
     drained = bool(state.get("drained"))
     checks = evaluate(rec, scenario.checks, target_events=target, latency=latency,
@@ -154,23 +165,31 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
         result.placement = {"error": f"reading Spark's event log (spark/events/) failed: {exc!r}"}
     checks += _source_checks(effects, result.source,
                              {} if scenario.fail_on_data_loss else rec.expected_lost_by_partition,
-                             receiver_cache=next((v for k, v in scenario.source_options().items()
-                                                  if k.lower() == "harness.receivercache"), "true").lower() != "false")
+                             receiver_cache=scenario.source_option("harness.receiverCache", "true").lower() != "false")
     result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
 
-    batches = batch_stats(progress)
-    duration = scenario.producers.duration_s
-    result.batches = batches["count"]
-    result.batch_stats = batches
+    result.batches = len({p.get("batchId") for p in progress})  # a batch re-run after a restart counts once
+    result.batch_stats = batches = batch_stats(progress if measured_from_ms is None else
+                                               [p for p in progress if _started_s(p) >= measured_from_ms / 1000.0])
     result.lag_events = lag_summary(lag_series(read_jsonl(run_dir / "lag.jsonl"), progress))
-    result.throughput = {"produce_eps": rec.acked / duration if duration else 0.0,  # type: ignore[assignment]
-                         "process_rps": batches["process_rps"], "target_eps": target / duration if duration else 0.0}
+    acked = rec.acked if measured_from_ms is None else \
+        int(((acks["error"] == "") & (acks["intended_ms"] >= measured_from_ms)).sum())
+    result.throughput = {"produce_eps": acked / duration if duration else 0.0,  # type: ignore[assignment]
+                         "process_rps": batches["process_rps"],
+                         "target_eps": (target - rate.cumulative(warmup)) / duration if duration else 0.0}
     accuracy = {}
     if fleet:
         per_second = fleet.per_second()
-        accuracy = rate_accuracy(per_second, rate, fleet.job.get("start_at", 0.0), duration, rec.produced)
+        accuracy = rate_accuracy(per_second, rate, fleet.job.get("start_at", 0.0), warmup + duration,
+                                 rec.produced)
         (run_dir / "producers" / "per_second.json").write_text(json.dumps(per_second))
     result.producers = {**producers, **skew_section(producers), **accuracy}
+
+
+def _started_s(progress: dict) -> float:
+    """When a batch's trigger fired (its progress `timestamp`), epoch seconds."""
+    return datetime.fromisoformat(str(progress.get("timestamp", "1970-01-01T00:00:00Z")).replace("Z", "+00:00")
+                                  ).timestamp()
 
 
 def _source_checks(effects: list[Effect], source: dict, expected_lost: dict[int, int],

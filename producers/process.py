@@ -32,7 +32,7 @@ from producers.event import encode_many, pad_lengths  # noqa: E402
 from producers.keys import make_key_chooser  # noqa: E402
 from producers.pacer import TokenPacer  # noqa: E402
 from producers.payloads import PayloadSource  # noqa: E402
-from producers.rates import make_rate  # noqa: E402
+from producers.rates import make_rate, warmed_up  # noqa: E402
 from producers.records import AckLog, SecondStats  # noqa: E402
 from producers.spec import KeysSpec, PayloadSpec, RateSpec  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
@@ -55,10 +55,11 @@ class Shared:
         self.job = job
         self.index = index
         self.start = float(job["start_at"])
-        self.planned_end = self.end = self.start + float(job["duration_s"])
+        warmup = float(job.get("warmup_s") or 0.0)
+        self.planned_end = self.end = self.start + warmup + float(job["duration_s"])
         self.poller = None
         self.batch_size = int(job["batch_size"])
-        rate = make_rate(TypeAdapter(RateSpec).validate_python(job["rate"]))
+        rate = warmed_up(make_rate(TypeAdapter(RateSpec).validate_python(job["rate"])), warmup)
         self.pacer = TokenPacer(rate, self.start, share=1.0 / job["processes"], max_backlog_s=job["max_backlog_s"])
         seed = int(job["seed"]) * 1009 + index
         self.keys = make_key_chooser(TypeAdapter(KeysSpec).validate_python(job["keys"]), job["partitions"], seed,

@@ -460,6 +460,14 @@ def _replay(spec: S.ReplayRate, base_dir: Path | None) -> RateFunction:
 # ---------------------------------------------------------------------------
 
 
+def warmed_up(rate: RateFunction, warmup_s: float) -> RateFunction:
+    """`warmup_s` seconds at the rate's starting value, then the rate on its own clock (producers.warmup_s: the
+    warm-up traffic of OpenMessaging Benchmark, before the measured window)."""
+    if warmup_s <= 0:
+        return rate
+    return SequenceOfPhases([(warmup_s, PiecewiseLinear([0.0], [rate.rate(0.0)])), (None, rate)])
+
+
 def make_rate(spec: S.RateSpec, base_dir: str | Path | None = None) -> RateFunction:
     """Build the :class:`RateFunction` for a validated rate spec.
 

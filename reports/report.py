@@ -186,6 +186,12 @@ def build_report(result: dict, run_dir: Path) -> str:
         "## End-to-end latency (sink commit − intended send time)",
         _table(list(lat), [[f"{v:,.1f} ms" for v in lat.values()]]),
     ]
+    warm = result.get("warmup") or {}
+    if warm:
+        parts += ["", f"Measured after a warm-up of {warm['s']:g} s (producers.warmup_s): throughput, latency and "
+                      f"batch timings above leave out its {warm['events_delivered']:,} events, which were still "
+                      f"checked for loss and duplicates. Their latency: "
+                      + ", ".join(f"{k} {v:,.1f} ms" for k, v in warm["latency_ms"].items()) + "."]
     parts += oracle_section(result)
     pd_ = result.get("publish_delay_ms")
     if pd_:

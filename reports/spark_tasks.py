@@ -107,10 +107,9 @@ def partitions_from_sink(sink: Path) -> dict[tuple[int, int], set[int]]:
     return out
 
 
-def attach_partitions(tasks: list[dict], sink_parts: dict[tuple[int, int], set[int]],
-                      source_records: Iterable[dict]) -> None:
-    """Set each task's source partition: from the source's records when it keeps them (matched by task id, stage
-    and start time, task ids restarting with each driver), else from the sink when the batch was one stage."""
+def partitions_from_records(tasks: list[dict], source_records: Iterable[dict]) -> bool:
+    """Set each task's partition from the source's own task records (matched by stage, task id and start time:
+    ids restart with each driver); False when the source keeps none."""
     by_id: dict[tuple[int, int], list[dict]] = defaultdict(list)
     for t in tasks:
         by_id[(t["stage"], t["task_id"])].append(t)
@@ -120,18 +119,25 @@ def attach_partitions(tasks: list[dict], sink_parts: dict[tuple[int, int], set[i
             continue
         for t in by_id.get((int(r["stage"]), int(r["task_id"])), []):
             if t["launch_ms"] - 1000 <= int(r.get("started_ms") or 0) <= t["finish_ms"] + 1000:
-                t["partition"], t["pid"], matched = int(r["partition"]), r.get("pid"), True
-    if matched:
+                t["partition"], matched = int(r["partition"]), True
+    return matched
+
+
+def partitions_from_sink_files(tasks: list[dict], sink: Path) -> None:
+    """Set the partition of each task of a one-stage batch from the sink file it wrote (one partition per file)."""
+    if not any(t["single_stage"] for t in tasks):
         return
+    written = partitions_from_sink(sink)
     for t in tasks:
-        parts = sink_parts.get((t["batch"], t["index"]))
+        parts = written.get((t["batch"], t["index"]))
         if t["single_stage"] and not t["failed"] and parts and len(parts) == 1:
             t["partition"] = next(iter(parts))
 
 
 def placement_summary(tasks: list[dict]) -> dict[str, Any]:
     """Where the scan tasks ran and how stable that was: per partition, the executors that read it and how often
-    it moved between consecutive batches; locality levels; task-time spread per batch (min, median, max)."""
+    it moved between consecutive batches; locality levels; task times (the median task, and the slowest task
+    over the median within a batch: skew turned into task-time skew)."""
     done = [t for t in tasks if not t["failed"]]
     if not done:
         return {}
@@ -184,7 +190,8 @@ def spark_placement(run_dir: Path, source_records: Iterable[dict] = ()) -> dict[
     tasks = read_event_logs(run_dir)
     if not tasks:
         return {}
-    attach_partitions(tasks, partitions_from_sink(run_dir / "sink"), source_records)
+    if not partitions_from_records(tasks, source_records):
+        partitions_from_sink_files(tasks, run_dir / "sink")
     return placement_summary(tasks)
 
 

@@ -33,8 +33,6 @@ BASE_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.adaptive.enabled": "false",
     "spark.python.worker.reuse": "true",
-    "spark.eventLog.enabled": "true",  # where each task ran (reports/spark_tasks.py); outlives a killed driver
-    "spark.eventLog.compress": "false",
 }
 
 
@@ -54,8 +52,10 @@ class SparkQueryProcess:
         full_conf = dict(BASE_CONF)
         full_conf["spark.driver.memory"] = driver_memory
         full_conf["spark.local.dir"] = str(self.spark_dir / "tmp")
+        # Spark's event log: where each task ran (reports/spark_tasks.py); it outlives a killed driver
         (self.spark_dir / "events").mkdir(exist_ok=True)
-        full_conf["spark.eventLog.dir"] = (self.spark_dir / "events").resolve().as_uri()
+        full_conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
+                          "spark.eventLog.dir": (self.spark_dir / "events").resolve().as_uri()})
         if jars:
             full_conf["spark.jars"] = ",".join(jars)
         full_conf.update(conf)

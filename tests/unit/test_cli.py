@@ -29,3 +29,21 @@ def test_validate_shows_the_resolved_scenario():
 def test_unknown_scenario_exits_2():
     proc = harness("run", "no-such-scenario")
     assert proc.returncode == 2 and "known:" in proc.stderr
+
+
+def test_report_rebuilds_report_md_from_result_json_and_refuses_a_non_run_directory(tmp_path):
+    from harness.result import RunResult
+
+    result = RunResult(scenario="steady", backend="kafka", verdict="fail",
+                       checks=[{"name": "no_loss", "ok": False, "detail": "3 acked events never delivered"}])
+    (tmp_path / "result.json").write_text(json.dumps(result.as_dict()))
+    proc = harness("report", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "report.md").read_text()
+    assert "steady on kafka: **FAIL**" in text and "3 acked events never delivered" in text
+
+    (tmp_path / "result.json").write_text("{not json")
+    proc = harness("report", str(tmp_path))
+    assert proc.returncode == 2 and f"{tmp_path / 'result.json'}: not readable JSON" in proc.stderr
+    proc = harness("report", str(tmp_path / "nothing"))
+    assert proc.returncode == 2 and "neither result.json nor sweep.json" in proc.stderr

@@ -318,3 +318,15 @@ def test_replay_errors_name_file_and_line(tmp_path, text, match):
     p = _write(tmp_path, text)
     with pytest.raises(ValueError, match=match):
         R({"kind": "replay", "csv": str(p)})
+
+
+def test_warm_up_holds_the_starting_rate_then_runs_the_shape_on_its_own_clock():
+    from producers.rates import warmed_up
+
+    ramp = make_rate(TypeAdapter(RateSpec).validate_python({"kind": "ramp", "from_eps": 100, "to_eps": 300,
+                                                            "duration_s": 10}))
+    warm = warmed_up(ramp, 5)
+    # by hand: 5 s at 100/s, then the ramp from t = 5: 100 -> 300 over 10 s (area 100*10 + 200*10/2)
+    assert warm.rate(2.0) == 100 and warm.rate(10.0) == pytest.approx(200)
+    assert warm.cumulative(5.0) == pytest.approx(500) and warm.cumulative(15.0) == pytest.approx(2500)
+    assert warmed_up(ramp, 0) is ramp
