@@ -9,7 +9,7 @@ JVM_STAMP := $(VENV)/.jvm-ready
 NAME ?= steady
 ARGS ?=
 
-.PHONY: setup scenario test test-slow list kafka-up kafka-down bench clean-runs
+.PHONY: setup scenario test test-slow list compare kafka-up kafka-down bench clean-runs
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 2; }
@@ -36,6 +36,9 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+compare: $(STAMP)
+	$(PY) -m harness compare $(A) $(B) $(ARGS)
 
 kafka-up: setup
 	$(PY) -m harness kafka up

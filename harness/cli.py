@@ -124,6 +124,22 @@ def _cmd_report(args) -> int:
     raise InputError(f"{run_dir}: neither result.json nor sweep.json there (not a run or sweep directory)")
 
 
+def _cmd_compare(args) -> int:
+    from harness import atomic
+    from reports.compare import compare, compare_markdown
+
+    summary = compare([Path(p) for p in args.runs], Path(args.baseline) if args.baseline else None,
+                      args.fail_on or "")
+    text = compare_markdown(summary)
+    print(text, end="")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic.write_json(out / "compare.json", summary)
+        atomic.write_text(out / "compare.md", text)
+    return 1 if summary["failures"] else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -147,6 +163,14 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="rebuild a run's report.md (a sweep's sweep.md) from its results")
     rp.add_argument("run_dir")
     rp.set_defaults(func=_cmd_report)
+
+    c = sub.add_parser("compare", help="runs side by side against a baseline: deltas, better/worse/same")
+    c.add_argument("runs", nargs="+", help="run directories (a sweep's directory stands for its runs)")
+    c.add_argument("--baseline", help="compare against this run (default: the first run given)")
+    c.add_argument("--fail-on", metavar="FIGURE=+N%,...", help="exit 1 when a figure moves past a threshold "
+                   "against the baseline, e.g. p99=+20%%,process_rps=-10%%")
+    c.add_argument("--out", help="also write compare.json and compare.md here")
+    c.set_defaults(func=_cmd_compare)
 
     s = sub.add_parser("setup", help="fetch the JVM artifacts (Kafka broker, Spark's Kafka source) into the cache")
     s.add_argument("--verbose", action="store_true")

@@ -28,6 +28,7 @@ from harness.sink import read_sink
 from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate, warmed_up
+from reports.compare import latency_windows
 from reports.lag import lag_series, lag_summary
 from reports.source_tasks import read_tasks, source_summary
 from reports.spark_tasks import spark_placement
@@ -121,6 +122,7 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     measured = np.ones(len(rec.latency_ms), dtype=bool) if measured_from_ms is None else \
         rec.delivered_intended_ms >= measured_from_ms
     latency = percentiles_ms(rec.latency_ms[measured])
+    result.latency_windows = latency_windows(rec.latency_ms[measured], rec.delivered_intended_ms[measured])
 
     counts = rec.counts()
     counts.update(pacer_skipped=producers.get("pacer_skipped", 0), unacked_at_exit=producers.get("unacked_at_exit", 0))

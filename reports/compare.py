@@ -1,0 +1,242 @@
+"""Runs side by side: key figures, their change against a baseline, and whether that change is beyond the noise.
+
+Noise comes from each run's own spread, never from a fixed guess where the run can tell: latency percentiles
+from the same percentile in the run's time windows (`latency_windows` in result.json), Spark's throughput from
+its batches (progress.jsonl). A change is `same` while it stays within twice the combined standard error (plus
+1% of the baseline, for figures that barely move); otherwise `better` or `worse` in the figure's own direction.
+A figure without samples gets a 5% band, and says so. A pure function of the run directories.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import InputError
+from harness.jsonl import read_jsonl
+
+# figure -> (what, lower is better)
+FIGURES: dict[str, tuple[str, bool]] = {
+    "process_rps": ("Spark rows/s of busy batch time", False),
+    "produce_eps": ("events/s produced (acked)", False),
+    "p50": ("end-to-end latency p50, ms", True),
+    "p90": ("end-to-end latency p90, ms", True),
+    "p99": ("end-to-end latency p99, ms", True),
+    "max": ("end-to-end latency max, ms", True),
+    "batch_p50_ms": ("batch duration p50, ms", True),
+    "max_lag": ("largest consumer lag, events", True),
+    "lost": ("events lost", True),
+    "duplicates": ("duplicate deliveries", True),
+}
+RELATIVE_FLOOR = 0.01
+UNKNOWN_NOISE = 0.05
+WINDOWS = 10
+
+
+class CompareError(InputError):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------ at judge time
+def latency_windows(latency_ms: np.ndarray, intended_ms: np.ndarray, windows: int = WINDOWS) -> list[dict]:
+    """The measured window cut into `windows` equal spans of intended send time, with each span's percentiles:
+    the samples `harness compare` takes a latency figure's noise from."""
+    if len(latency_ms) < windows * 10:
+        return []
+    lo, hi = float(intended_ms.min()), float(intended_ms.max())
+    edges = np.linspace(lo, hi, windows + 1)
+    which = np.clip(np.searchsorted(edges, intended_ms, side="right") - 1, 0, windows - 1)
+    out = []
+    for i in range(windows):
+        values = latency_ms[which == i]
+        if len(values):
+            out.append({"from_ms": float(edges[i]), "n": int(len(values)),
+                        **{k: float(np.percentile(values, q)) for k, q in
+                           (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))}})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ reading runs
+@dataclass
+class Run:
+    path: Path
+    label: str
+    result: dict
+    samples: dict[str, list[float]]  # figure -> per-window / per-batch values (noise)
+
+    def figure(self, name: str) -> float | None:
+        r = self.result
+        value = {
+            "process_rps": (r.get("throughput") or {}).get("process_rps"),
+            "produce_eps": (r.get("throughput") or {}).get("produce_eps"),
+            "batch_p50_ms": ((((r.get("batch_stats") or {}).get("duration_ms") or {}).get("triggerExecution")
+                              or {}).get("p50")),
+            "max_lag": (r.get("lag_events") or {}).get("max"),
+            "lost": (r.get("counts") or {}).get("lost"),
+            "duplicates": (r.get("counts") or {}).get("duplicates"),
+        }.get(name, (r.get("latency_ms") or {}).get(name))
+        return None if value is None else float(value)
+
+
+def load_run(path: Path) -> Run:
+    result_path = path / "result.json"
+    try:
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CompareError(f"{path}: no result.json (not a run directory; a sweep's runs are its subdirectories)")
+    except (OSError, ValueError) as exc:
+        raise CompareError(f"{result_path}: not readable JSON: {exc}") from None
+    samples: dict[str, list[float]] = {}
+    for key in ("p50", "p90", "p99", "max"):
+        values = [w[key] for w in result.get("latency_windows") or [] if key in w]
+        if len(values) > 1:
+            samples[key] = values
+    batches = [p for p in read_jsonl(path / "progress.jsonl") if p.get("numInputRows", 0) > 0
+               and (p.get("durationMs") or {}).get("triggerExecution")]
+    if len(batches) > 1:
+        samples["process_rps"] = [p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000.0)
+                                  for p in batches]
+        samples["batch_p50_ms"] = [float(p["durationMs"]["triggerExecution"]) for p in batches]
+    return Run(path, _label(path, result), result, samples)
+
+
+def _label(path: Path, result: dict) -> str:
+    scenario = path / "scenario.json"
+    try:
+        overrides = json.loads(scenario.read_text()).get("overrides") or []
+    except (OSError, ValueError):
+        overrides = []
+    shown = [o for o in overrides if o != "sweep={}"]
+    return f"{path.name}" + (f" ({', '.join(shown)})" if shown else "")
+
+
+def expand(paths: list[Path]) -> list[Path]:
+    """Run directories; a sweep's directory stands for its runs, in sweep order."""
+    out = []
+    for p in paths:
+        sweep = p / "sweep.json"
+        if sweep.is_file():
+            try:
+                runs = json.loads(sweep.read_text())["runs"]
+            except (OSError, ValueError, KeyError) as exc:
+                raise CompareError(f"{sweep}: not a sweep summary: {exc}") from None
+            out += [p / r["run_dir"] for r in runs]
+        else:
+            out.append(p)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ comparing
+def _standard_error(values: list[float] | None) -> float | None:
+    if not values or len(values) < 2:
+        return None
+    return float(np.std(values, ddof=1) / math.sqrt(len(values)))
+
+
+def judge_change(name: str, base: Run, run: Run) -> dict[str, Any]:
+    a, b = base.figure(name), run.figure(name)
+    if a is None or b is None:
+        return {"base": a, "value": b, "delta": None, "change": None, "verdict": "n/a", "noise": None}
+    lower_better = FIGURES[name][1]
+    delta = b - a
+    se_a, se_b = _standard_error(base.samples.get(name)), _standard_error(run.samples.get(name))
+    if se_a is not None and se_b is not None:
+        band, basis = 2.0 * math.hypot(se_a, se_b) + RELATIVE_FLOOR * abs(a), "measured"
+    else:
+        band, basis = UNKNOWN_NOISE * abs(a), "assumed 5%"
+    if name in ("lost", "duplicates"):  # counts: any change is a change
+        band, basis = 0.0, "exact"
+    if abs(delta) <= band:
+        verdict = "same"
+    else:
+        verdict = "better" if (delta < 0) == lower_better else "worse"
+    return {"base": a, "value": b, "delta": delta, "change": None if a == 0 else delta / abs(a),
+            "verdict": verdict, "noise": band, "noise_basis": basis}
+
+
+THRESHOLD = re.compile(r"^\s*([a-z0-9_]+)\s*=\s*([+-])\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
+
+
+def parse_thresholds(text: str) -> list[tuple[str, str, float, bool]]:
+    """`p99=+20%,process_rps=-10%` -> [(figure, sign, amount, relative)]: fail when the figure moved further
+    than the amount in that direction."""
+    out = []
+    for part in [p for p in text.split(",") if p.strip()]:
+        m = THRESHOLD.match(part)
+        if not m or m.group(1) not in FIGURES:
+            raise CompareError(f"--fail-on {part.strip()!r}: expected FIGURE=+N% or FIGURE=-N (N in the figure's "
+                               f"units); figures: {', '.join(FIGURES)}")
+        out.append((m.group(1), m.group(2), float(m.group(3)), m.group(4) == "%"))
+    return out
+
+
+def crossed(change: dict, sign: str, amount: float, relative: bool) -> bool:
+    if change["delta"] is None:
+        return False
+    moved = change["change"] if relative else change["delta"]
+    if moved is None:  # relative change from 0: any move in that direction crosses
+        moved = math.copysign(math.inf, change["delta"]) if change["delta"] else 0.0
+    limit = amount / 100.0 if relative else amount
+    return moved > limit if sign == "+" else moved < -limit
+
+
+def compare(paths: list[Path], baseline: Path | None = None, fail_on: str = "") -> dict[str, Any]:
+    thresholds = parse_thresholds(fail_on)
+    runs = [load_run(p) for p in expand(paths)]
+    base = load_run(baseline) if baseline is not None else (runs[0] if runs else None)
+    if base is None or not runs:
+        raise CompareError("give at least one run directory (and a baseline, or two runs)")
+    others = [r for r in runs if r.path.resolve() != base.path.resolve()]
+    if not others:
+        raise CompareError("nothing to compare: give a second run (or --baseline)")
+    rows = []
+    failures = []
+    for run in others:
+        changes = {name: judge_change(name, base, run) for name in FIGURES}
+        for name, sign, amount, relative in thresholds:
+            if crossed(changes[name], sign, amount, relative):
+                failures.append(f"{run.label}: {name} moved {_fmt_change(changes[name])} (limit {sign}{amount:g}"
+                                f"{'%' if relative else ''})")
+        rows.append({"run": str(run.path), "label": run.label, "verdict": run.result.get("verdict"),
+                     "changes": changes})
+    return {"baseline": {"run": str(base.path), "label": base.label, "verdict": base.result.get("verdict"),
+                         "figures": {n: base.figure(n) for n in FIGURES}},
+            "runs": rows, "fail_on": fail_on, "failures": failures}
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.0f}"
+
+
+def _fmt_change(change: dict) -> str:
+    if change["delta"] is None:
+        return "-"
+    rel = "" if change["change"] is None else f" ({100 * change['change']:+.1f}%)"
+    return f"{change['delta']:+,.1f}{rel}"
+
+
+def compare_markdown(summary: dict) -> str:
+    base = summary["baseline"]
+    lines = [f"# Comparison against {base['label']} ({base['verdict']})", "",
+             "Each figure: the run's value, its change against the baseline, and the verdict (same = within the "
+             "noise measured from both runs' own windows and batches).", ""]
+    head = ["figure", "baseline"] + [r["label"] for r in summary["runs"]]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, (what, _) in FIGURES.items():
+        cells = [f"{name} ({what})", _fmt(base["figures"][name])]
+        for r in summary["runs"]:
+            c = r["changes"][name]
+            cells.append("-" if c["value"] is None else f"{_fmt(c['value'])} ({_fmt_change(c)}, **{c['verdict']}**)")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Verdicts of the runs: " + ", ".join(f"{r['label']}: {r['verdict']}" for r in summary["runs"])]
+    if summary["fail_on"]:
+        lines += ["", f"Thresholds `{summary['fail_on']}`: " + ("; ".join(summary["failures"])
+                                                                  if summary["failures"] else "none crossed")]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,85 @@
+"""harness compare: changes judged against each run's own noise (worked out by hand here), thresholds for CI."""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from reports.compare import CompareError, compare, latency_windows, parse_thresholds
+
+
+def make_run(path, p99_windows, batch_rows_ms, lost=0, verdict="pass"):
+    """A run directory as the harness leaves it: result.json (p99 = mean of its windows' p99 for the sake of
+    the test), and progress.jsonl with one line per batch (rows, triggerExecution ms)."""
+    path.mkdir(parents=True)
+    rows = sum(r for r, _ in batch_rows_ms)
+    busy = sum(ms for _, ms in batch_rows_ms) / 1000.0
+    result = {"verdict": verdict, "counts": {"lost": lost, "duplicates": 0},
+              "throughput": {"process_rps": rows / busy, "produce_eps": 1000.0},
+              "latency_ms": {"p50": 100.0, "p90": 150.0, "p99": float(np.mean(p99_windows)), "max": 500.0},
+              "latency_windows": [{"from_ms": i, "n": 100, "p50": 100.0, "p90": 150.0, "p99": v, "max": 500.0}
+                                  for i, v in enumerate(p99_windows)]}
+    (path / "result.json").write_text(json.dumps(result))
+    (path / "progress.jsonl").write_text("".join(
+        json.dumps({"batchId": i, "numInputRows": r, "durationMs": {"triggerExecution": ms}}) + "\n"
+        for i, (r, ms) in enumerate(batch_rows_ms)))
+    return path
+
+
+def test_changes_are_judged_against_the_noise_the_runs_show(tmp_path):
+    base = make_run(tmp_path / "a", [100, 110, 90, 100], [(1000, 1000), (1000, 1000), (1000, 1000)])
+    slower = make_run(tmp_path / "b", [200, 220, 180, 200], [(1000, 1000), (1000, 1000), (1000, 1000)])
+    noisy = make_run(tmp_path / "c", [60, 150, 95, 115], [(1000, 1000), (1000, 1000), (1000, 1000)], lost=2)
+    summary = compare([base, slower, noisy])
+    b, c = (r["changes"] for r in summary["runs"])
+    # p99 noise by hand: windows' standard errors (std with ddof=1 over sqrt(4)) combined, doubled, + 1% of 100
+    se_a = np.std([100, 110, 90, 100], ddof=1) / 2
+    se_b = np.std([200, 220, 180, 200], ddof=1) / 2
+    assert b["p99"]["noise"] == pytest.approx(2 * math.hypot(se_a, se_b) + 1.0)
+    assert (b["p99"]["delta"], b["p99"]["verdict"]) == (100.0, "worse")
+    se_c = np.std([60, 150, 95, 115], ddof=1) / 2  # mean 105: +5, inside 2 * hypot(5.77, 18.6) + 1 = 40
+    assert (c["p99"]["delta"], c["p99"]["verdict"]) == (5.0, "same")
+    assert c["p99"]["noise"] == pytest.approx(2 * math.hypot(se_a, se_c) + 1.0)
+    # identical batches: zero spread, so only the 1% floor; equal throughput is the same
+    assert b["process_rps"]["verdict"] == "same" and b["process_rps"]["noise"] == pytest.approx(10.0)
+    assert c["lost"]["verdict"] == "worse" and c["lost"]["noise_basis"] == "exact"
+    # produce_eps has no samples in these runs: a 5% band, said so
+    assert b["produce_eps"]["noise_basis"] == "assumed 5%"
+
+
+def test_thresholds_fail_the_comparison_for_ci(tmp_path):
+    base = make_run(tmp_path / "a", [100, 110, 90, 100], [(1000, 1000), (1000, 1000)])
+    run = make_run(tmp_path / "b", [118, 128, 108, 118], [(800, 1000), (800, 1000)])  # p99 +18%, rps -20%
+    assert compare([run], baseline=base, fail_on="p99=+20%")["failures"] == []
+    failures = compare([run], baseline=base, fail_on="p99=+15%,process_rps=-10%")["failures"]
+    assert len(failures) == 2 and "p99 moved +18.0 (+18.0%)" in failures[0]
+    assert compare([run], baseline=base, fail_on="process_rps=-250")["failures"] == []  # -200 rows/s
+    with pytest.raises(CompareError, match="figures: process_rps"):
+        parse_thresholds("p98=+20%")
+
+
+def test_compare_cli_exit_codes_and_files(tmp_path):
+    base = make_run(tmp_path / "a", [100, 110, 90, 100], [(1000, 1000), (1000, 1000)])
+    run = make_run(tmp_path / "b", [200, 220, 180, 200], [(1000, 1000), (1000, 1000)])
+
+    def harness(*args):
+        return subprocess.run([sys.executable, "-m", "harness", "compare", *map(str, args)], capture_output=True,
+                              text=True, timeout=60)
+
+    ok = harness(base, run, "--out", tmp_path / "cmp")
+    assert ok.returncode == 0 and "**worse**" in ok.stdout
+    assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["runs"][0]["changes"]["p99"]["verdict"] \
+        == "worse"
+    assert harness(run, "--baseline", base, "--fail-on", "p99=+20%").returncode == 1
+    bad = harness(tmp_path / "nowhere", base)
+    assert bad.returncode == 2 and "no result.json" in bad.stderr
+
+
+def test_latency_windows_split_the_window_by_intended_time():
+    intended = np.arange(1000, dtype=float)  # one event per ms
+    latency = np.where(intended < 500, 10.0, 30.0)
+    windows = latency_windows(latency, intended, windows=2)
+    assert [(w["n"], w["p50"]) for w in windows] == [(500, 10.0), (500, 30.0)]
+    assert latency_windows(latency[:15], intended[:15], windows=2) == []  # too few events to split
