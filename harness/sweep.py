@@ -36,7 +36,8 @@ def override_text(key: str, value: Any) -> str:
 
 
 def label(index: int, values: dict[str, Any]) -> str:
-    text = "-".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items())
+    text = "-".join(f"{k.rsplit('.', 1)[-1]}={str(v).lower() if isinstance(v, bool) else v}"
+                    for k, v in values.items())
     return f"{index:02d}-" + re.sub(r"[^A-Za-z0-9=._-]+", "_", text)[:100]
 
 

@@ -102,17 +102,15 @@ def load_run(path: Path) -> Run:
         samples["process_rps"] = [p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000.0)
                                   for p in batches]
         samples["batch_p50_ms"] = [float(p["durationMs"]["triggerExecution"]) for p in batches]
-    return Run(path, _label(path, result), result, samples)
+    return Run(path, path.name, result, samples)
 
 
-def _label(path: Path, result: dict) -> str:
-    scenario = path / "scenario.json"
+def _overrides(path: Path) -> list[str]:
     try:
-        overrides = json.loads(scenario.read_text()).get("overrides") or []
+        overrides = json.loads((path / "scenario.json").read_text()).get("overrides") or []
     except (OSError, ValueError):
         overrides = []
-    shown = [o for o in overrides if o != "sweep={}"]
-    return f"{path.name}" + (f" ({', '.join(shown)})" if shown else "")
+    return [o for o in overrides if o != "sweep={}"]
 
 
 def expand(paths: list[Path]) -> list[Path]:
@@ -212,6 +210,8 @@ def compare(paths: list[Path], baseline: Path | None = None, fail_on: str = "") 
 def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
+    if float(value).is_integer():
+        return f"{int(value):,}"
     return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.0f}"
 
 
@@ -235,7 +235,9 @@ def compare_markdown(summary: dict) -> str:
             c = r["changes"][name]
             cells.append("-" if c["value"] is None else f"{_fmt(c['value'])} ({_fmt_change(c)}, **{c['verdict']}**)")
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Verdicts of the runs: " + ", ".join(f"{r['label']}: {r['verdict']}" for r in summary["runs"])]
+    lines += ["", "Runs (their own verdicts; the settings given on top of their scenario):", ""]
+    lines += [f"- {r['label']}: {r['verdict']}; {', '.join(_overrides(Path(r['run']))) or 'no overrides'}"
+              for r in [base] + summary["runs"]]
     if summary["fail_on"]:
         lines += ["", f"Thresholds `{summary['fail_on']}`: " + ("; ".join(summary["failures"])
                                                                   if summary["failures"] else "none crossed")]
