@@ -50,6 +50,9 @@ def batch_stats(progress: list[dict]) -> dict:
     # rows Spark knew were available but left for later batches (non-zero with a rate limit such as
     # maxOffsetsPerTrigger); the broker-side lag over time is reports.lag's business
     out["known_backlog_rows"] = {"max": max(lags) if lags else 0, "final": lags[-1] if lags else 0}
+    # a batch that ended below what the source reported available was cut by its per-trigger cap
+    cut = [lag for p in data for s in p.get("sources", []) if (lag := _lag(s))]
+    out["rate_limited"] = {"batches": len(cut), "of": len(data), "backlog_left_max": max(cut) if cut else 0}
     sizes = np.array([p["numInputRows"] for p in data], dtype=float)
     if len(sizes):
         out["rows_per_batch"] = {"p50": float(np.percentile(sizes, 50)), "max": float(sizes.max())}
@@ -201,7 +204,10 @@ def build_report(result: dict, run_dir: Path) -> str:
     if bs.get("duration_ms"):
         parts += ["", "## Micro-batches",
                   f"{bs['with_data']} batches read rows; backlog Spark knew of after a batch: max "
-                  f"{bs['known_backlog_rows']['max']:,} rows.", "",
+                  f"{bs['known_backlog_rows']['max']:,} rows."
+                  + (f" Batches cut by the source's per-trigger cap (maxOffsetsPerTrigger / maxEventsPerTrigger): "
+                     f"{bs['rate_limited']['batches']} of {bs['rate_limited']['of']}." if "rate_limited" in bs else ""),
+                  "",
                   _table(["phase", "p50 ms", "p99 ms", "max ms"],
                          [[k, f"{v['p50']:.0f}", f"{v['p99']:.0f}", f"{v['max']:.0f}"]
                           for k, v in bs["duration_ms"].items()])]

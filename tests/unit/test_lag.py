@@ -21,3 +21,16 @@ def test_lag_is_broker_end_minus_what_was_committed_at_that_moment():
 
 def test_no_samples():
     assert lag_summary([])["max"] == 0
+
+
+def test_batches_cut_by_the_per_trigger_cap_are_counted_from_what_the_source_reported_available():
+    from reports.report import batch_stats
+
+    def batch(i, rows, end, latest):
+        return {"batchId": i, "numInputRows": rows, "durationMs": {"triggerExecution": 100},
+                "sources": [{"endOffset": {"t": {"0": end}}, "latestOffset": {"t": {"0": latest}}}]}
+
+    # a cap of 100: two batches end below the available offset (backlog 150, then 50), the last reads all
+    stats = batch_stats([batch(0, 100, 100, 250), batch(1, 100, 200, 250), batch(2, 50, 250, 250),
+                         batch(3, 0, 250, 250)])
+    assert stats["rate_limited"] == {"batches": 2, "of": 3, "backlog_left_max": 150}
