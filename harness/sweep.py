@@ -43,18 +43,19 @@ def label(index: int, values: dict[str, Any]) -> str:
 
 def figures(result: dict) -> dict[str, Any]:
     """The figures a sweep compares (from a run's result.json)."""
+    from reports.compare import figure
+
     source, placement = result.get("source") or {}, result.get("placement") or {}
     totals = source.get("totals") or {}
     return {
         "verdict": result.get("verdict"),
         "failed_checks": [c["name"] for c in result.get("checks") or [] if not c.get("ok")],
-        "process_rps": (result.get("throughput") or {}).get("process_rps"),
-        "latency_p50_ms": (result.get("latency_ms") or {}).get("p50"),
-        "latency_p99_ms": (result.get("latency_ms") or {}).get("p99"),
+        "process_rps": figure(result, "process_rps"),
+        "latency_p50_ms": figure(result, "p50"),
+        "latency_p99_ms": figure(result, "p99"),
         "batches": result.get("batches"),
-        "batch_p50_ms": (((result.get("batch_stats") or {}).get("duration_ms") or {}).get("triggerExecution")
-                         or {}).get("p50"),
-        "max_lag": (result.get("lag_events") or {}).get("max"),
+        "batch_p50_ms": figure(result, "batch_p50_ms"),
+        "max_lag": figure(result, "max_lag"),
         "receivers_created": totals.get("created"), "receivers_reused": totals.get("reused"),
         "receiver_mismatches": totals.get("mismatch"),
         "same_executor_as_last_batch": placement.get("same_executor_as_last_batch"),

@@ -70,17 +70,22 @@ class Run:
     samples: dict[str, list[float]]  # figure -> per-window / per-batch values (noise)
 
     def figure(self, name: str) -> float | None:
-        r = self.result
-        value = {
-            "process_rps": (r.get("throughput") or {}).get("process_rps"),
-            "produce_eps": (r.get("throughput") or {}).get("produce_eps"),
-            "batch_p50_ms": ((((r.get("batch_stats") or {}).get("duration_ms") or {}).get("triggerExecution")
-                              or {}).get("p50")),
-            "max_lag": (r.get("lag_events") or {}).get("max"),
-            "lost": (r.get("counts") or {}).get("lost"),
-            "duplicates": (r.get("counts") or {}).get("duplicates"),
-        }.get(name, (r.get("latency_ms") or {}).get(name))
-        return None if value is None else float(value)
+        return figure(self.result, name)
+
+
+def figure(result: dict, name: str) -> float | None:
+    """One of FIGURES from a run's result.json (None when the run has no such figure)."""
+    r = result
+    value = {
+        "process_rps": (r.get("throughput") or {}).get("process_rps"),
+        "produce_eps": (r.get("throughput") or {}).get("produce_eps"),
+        "batch_p50_ms": ((((r.get("batch_stats") or {}).get("duration_ms") or {}).get("triggerExecution")
+                          or {}).get("p50")),
+        "max_lag": (r.get("lag_events") or {}).get("max"),
+        "lost": (r.get("counts") or {}).get("lost"),
+        "duplicates": (r.get("counts") or {}).get("duplicates"),
+    }.get(name, (r.get("latency_ms") or {}).get(name))
+    return None if value is None else float(value)
 
 
 def load_run(path: Path) -> Run:
