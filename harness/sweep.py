@@ -59,6 +59,8 @@ def figures(result: dict) -> dict[str, Any]:
         "receivers_created": totals.get("created"), "receivers_reused": totals.get("reused"),
         "receiver_mismatches": totals.get("mismatch"),
         "same_executor_as_last_batch": placement.get("same_executor_as_last_batch"),
+        "task_spread": ((placement.get("task_ms") or {}).get("median_max_over_median")),
+        "rate_limited_batches": ((result.get("batch_stats") or {}).get("rate_limited") or {}).get("batches"),
         "tasks_per_executor": placement.get("tasks_per_executor"),
     }
 
@@ -96,7 +98,8 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
 
 COLUMNS = (("verdict", "verdict"), ("process_rps", "rows/s"), ("latency_p50_ms", "p50 ms"),
            ("latency_p99_ms", "p99 ms"), ("batches", "batches"), ("batch_p50_ms", "batch p50 ms"),
-           ("max_lag", "max lag"), ("receivers_created", "receivers created"),
+           ("max_lag", "max lag"), ("rate_limited_batches", "batches capped"),
+           ("task_spread", "slowest task / median"), ("receivers_created", "receivers created"),
            ("receivers_reused", "reused"), ("receiver_mismatches", "mismatches"),
            ("same_executor_as_last_batch", "same executor"))
 
