@@ -10,7 +10,6 @@ import json
 import sys
 import traceback
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate, warmed_up
 from reports.compare import latency_windows
-from reports.lag import lag_series, lag_summary
+from reports.lag import epoch_s, lag_series, lag_summary
 from reports.source_tasks import read_tasks, source_summary
 from reports.spark_tasks import spark_placement
 from reports.report import batch_stats, parse_offsets, rate_accuracy, skew_section
@@ -160,9 +159,10 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     progress = read_jsonl(run_dir / "progress.jsonl")
     checks += _batch_cap_check(scenario, progress)
     with _reading("reading the source's task records (source-metrics/)"):
-        result.source = source_summary(run_dir, progress, scenario.stream.name)
+        source_records = read_tasks(run_dir)
+        result.source = source_summary(source_records, progress, scenario.stream.name)
     try:  # a report, not a check: an unreadable log leaves the verdict alone
-        result.placement = spark_placement(run_dir, read_tasks(run_dir))
+        result.placement = spark_placement(run_dir, source_records)
     except Exception as exc:  # noqa: BLE001
         result.placement = {"error": f"reading Spark's event log (spark/events/) failed: {exc!r}"}
     checks += _source_checks(effects, result.source,
@@ -172,7 +172,8 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
 
     result.batches = len({p.get("batchId") for p in progress})  # a batch re-run after a restart counts once
     result.batch_stats = batches = batch_stats(progress if measured_from_ms is None else
-                                               [p for p in progress if _started_s(p) >= measured_from_ms / 1000.0])
+                                               [p for p in progress if "timestamp" in p
+                                                and epoch_s(p["timestamp"]) >= measured_from_ms / 1000.0])
     result.lag_events = lag_summary(lag_series(read_jsonl(run_dir / "lag.jsonl"), progress))
     acked = rec.acked if measured_from_ms is None else \
         int(((acks["error"] == "") & (acks["intended_ms"] >= measured_from_ms)).sum())
@@ -186,12 +187,6 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
                                  rec.produced)
         (run_dir / "producers" / "per_second.json").write_text(json.dumps(per_second))
     result.producers = {**producers, **skew_section(producers), **accuracy}
-
-
-def _started_s(progress: dict) -> float:
-    """When a batch's trigger fired (its progress `timestamp`), epoch seconds."""
-    return datetime.fromisoformat(str(progress.get("timestamp", "1970-01-01T00:00:00Z")).replace("Z", "+00:00")
-                                  ).timestamp()
 
 
 def _source_checks(effects: list[Effect], source: dict, expected_lost: dict[int, int],

@@ -39,7 +39,8 @@ class LagSampler(threading.Thread):
         self.join(timeout=15)
 
 
-def _epoch(iso: str) -> float:
+def epoch_s(iso: str) -> float:
+    """A progress record's ISO-8601 `timestamp` (UTC, "Z") as epoch seconds."""
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
@@ -59,7 +60,7 @@ def _committed_timeline(progress: list[dict]) -> list[tuple[float, dict[str, int
         for value in end.values():  # {stream: {partition: offset}}
             if isinstance(value, dict):
                 parts.update({str(k): int(v) for k, v in value.items()})
-        done = _epoch(p["timestamp"]) + p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
+        done = epoch_s(p["timestamp"]) + p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
         out.append((done, parts))
     out.sort(key=lambda x: x[0])
     return out

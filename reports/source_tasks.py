@@ -32,8 +32,8 @@ def batch_of(progress: list[dict], stream: str) -> dict[tuple[int, int], int]:
     return out
 
 
-def source_summary(run_dir: Path, progress: list[dict], stream: str) -> dict[str, Any]:
-    tasks = read_tasks(run_dir)
+def source_summary(tasks: list[dict], progress: list[dict], stream: str) -> dict[str, Any]:
+    """`tasks`: read_tasks(run_dir)."""
     if not tasks:
         return {}
     batches = batch_of(progress, stream)
@@ -101,7 +101,7 @@ def source_section(summary: dict) -> list[str]:
              f"{t['reused']}, recreated after a cursor mismatch {t['mismatch']}, after a steal {t['stolen']}; "
              f"events skipped as expired {t['expired_skipped']:,}; tasks that failed {summary['task_errors']}.",
              f"Placement: tasks per executor {pl['tasks_per_executor']}; a partition read by the same Python worker "
-             f"as in its previous batch {_pct(pl['same_worker_as_last_batch'])} of the time.", ""]
+             f"as in its previous batch {pct(pl['same_worker_as_last_batch'])} of the time.", ""]
     for name, s in pl.get("strategies", {}).items():
         lines.append(f"- the connector's {name} strategy would place {s['placement']} (imbalance {s['imbalance']})")
     rows = [[b, c["tasks"], c["rows"], c["created"], c["reused"], c["mismatch"], c["stolen"], c["workers"]]
@@ -114,5 +114,5 @@ def source_section(summary: dict) -> list[str]:
     return lines
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"

@@ -18,6 +18,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
+from reports.source_tasks import pct
+
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property MicroBatchExecution sets on a batch's jobs
 _PART_FILE = re.compile(r"^part-(\d+)-")
 
@@ -207,7 +209,7 @@ def placement_section(summary: dict) -> list[str]:
              f"{', '.join(summary['executors'])}; tasks per executor {summary['tasks_per_executor']}; locality "
              f"levels {summary['locality']}; failed tasks {summary['failed_tasks']}.",
              f"A partition read on the same executor as in its previous batch: "
-             f"{_pct(same)} (source partition known for {_pct(summary['partition_known'])} of the tasks that read "
+             f"{pct(same)} (source partition known for {pct(summary['partition_known'])} of the tasks that read "
              f"events). Task time: median "
              f"{summary['task_ms']['median_of_batch_medians']} ms; slowest task over the median, per batch, median "
              f"{summary['task_ms']['median_max_over_median']}.", ""]
@@ -216,7 +218,3 @@ def placement_section(summary: dict) -> list[str]:
         lines += [f"| {p} | {v['batches']} | {v['moves']} | {v['executors']} |"
                   for p, v in summary["partitions"].items()]
     return lines
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
