@@ -7,6 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JVM_STAMP := $(VENV)/.jvm-ready
 NAME ?= steady
+CHROMIUM ?= chromium
 ARGS ?=
 
 .PHONY: setup scenario test test-slow list compare kafka-up kafka-down bench clean-runs
@@ -31,10 +32,23 @@ scenario: setup
 list: $(STAMP)
 	@$(PY) -m harness list
 
-test: setup
+# The HTML report tests drive a headless Chromium (tests/browser.py): install Debian's when it is missing.
+.PHONY: browser
+browser:
+	@command -v $(CHROMIUM) >/dev/null 2>&1 && exit 0; \
+	command -v apt-get >/dev/null 2>&1 || { echo "make browser: no $(CHROMIUM) on PATH and no apt-get to install it: install Chromium (the HTML report tests drive it headless) or set CHROMIUM=/path/to/chromium"; exit 2; }; \
+	[ "$$(id -u)" = 0 ] || { echo "make browser: no $(CHROMIUM) on PATH; installing it needs root: sudo apt-get install chromium (or set CHROMIUM=/path/to/chromium)"; exit 2; }; \
+	echo "make browser: installing chromium with apt-get (for the HTML report tests)"; \
+	log=$$(mktemp); \
+	if apt-get update -qq >$$log 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >>$$log 2>&1; \
+	then rm -f $$log; \
+	else cat $$log; rm -f $$log; echo "make browser: apt-get install chromium failed"; exit 2; fi; \
+	command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "make browser: chromium installed but $(CHROMIUM) is not on PATH"; exit 2; }
+
+test: setup browser
 	$(PY) -m pytest -q
 
-test-slow: setup
+test-slow: setup browser
 	$(PY) -m pytest -q -m slow
 
 compare: $(STAMP)
