@@ -11,8 +11,10 @@ smallest cap, any blackhole): latency (every chunk held this long, each directio
 read or forwarded, new connections held before they reach the broker: TCP rides it out until it heals or a client
 times out) and resets (every open connection closed with RST; with `reset_new`, every new one too).
 
-Each connection is recorded with the client.id of its first Kafka request header (connections.jsonl): that is how
-consumer (re)creation is measured, since every new Kafka client instance gets a new client.id.
+Each connection is recorded with the client.id and correlation id of its first Kafka request header
+(connections.jsonl): that is how consumer (re)creation is measured (reports.consumers), since every new Kafka client
+instance gets a new client.id and its very first request has correlation id 0. It is in front of the query with a
+network fault, or without any fault when the scenario asks (`backend.proxy = true`): `put_in_front`, once per run.
 
 It runs as its own supervised process (`python -m harness.netproxy`): its own event loop and GIL, so shaping is
 not disturbed by the runner and costs the runner nothing, and it ends with the run like every other child. The
@@ -271,7 +273,8 @@ class Proxy:
         if client_id is not None:
             by_client[client_id] = by_client.get(client_id, 0) + 1
         row = {"t": conn.t, "conn": conn.id, "broker": conn.broker, "client_id": client_id, "role": r,
-               "api_key": info.get("api_key"), "api_version": info.get("api_version")}
+               "api_key": info.get("api_key"), "api_version": info.get("api_version"),
+               "correlation_id": info.get("correlation_id")}
         if refused:
             row["refused"] = True
         if info.get("error"):
@@ -451,6 +454,28 @@ def start_proxy(supervisor, out_dir: Path, upstreams: list[str], timeout: float 
         time.sleep(0.05)
     info = json.loads(ready.read_text())
     return ProxyHandle(child, info["listen"], info["control"], out_dir)
+
+
+def put_in_front(ctx) -> dict:
+    """The proxy in front of the query's Kafka connections, once per run, whoever asks first (`backend.proxy`, a
+    network fault): it starts before the brokers, whose QUERY listener advertises its ports, and the query
+    bootstraps there. Returns what `ctx.state["netproxy"]` keeps (control address, ports, pid)."""
+    from harness.backends.kafka.embedded import free_port
+
+    if ctx.state.get("netproxy"):
+        return ctx.state["netproxy"]
+    backend = ctx.backend
+    if not hasattr(backend, "add_listener"):
+        raise RuntimeError("the network proxy needs the embedded Kafka backend (its brokers get the proxied "
+                           "listener)")
+    ports = [free_port() for _ in range(ctx.scenario.backend.nodes)]
+    proxy = start_proxy(ctx.supervisor, ctx.run_dir / "services" / "proxy", [f"127.0.0.1:{p}" for p in ports])
+    backend.add_listener("QUERY", list(zip(ports, proxy.listen)))
+    backend.query_bootstrap = ",".join(proxy.listen)
+    ctx.state["netproxy"] = info = {"control": proxy.control, "listen": proxy.listen,
+                                    "upstream": [f"127.0.0.1:{p}" for p in ports], "pid": proxy.child.pid}
+    ctx.timeline.add("netproxy_ready", listen=proxy.listen, control=proxy.control)
+    return info
 
 
 async def _serve(upstreams: list[tuple[str, int]], out_dir: Path) -> None:

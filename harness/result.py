@@ -101,6 +101,7 @@ class RunResult(BaseModel):
     oracle: dict[str, Any] | None = None
     source: dict[str, Any] = Field(default_factory=dict)  # the source's own task records (Event Hubs)
     placement: dict[str, Any] = Field(default_factory=dict)  # where Spark ran the scan tasks (its event log)
+    consumers: dict[str, Any] = Field(default_factory=dict)  # Kafka consumers created per batch (the TCP proxy)
     latency_windows: list[dict[str, float]] = Field(default_factory=list)  # per tenth of the window: noise
     warmup: dict[str, Any] = Field(default_factory=dict)  # producers.warmup_s: its events' figures, kept apart
     backend_info: dict[str, Any] = Field(default_factory=dict)

@@ -103,6 +103,7 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
 # -- phases ------------------------------------------------------------------------------------------------------
 def start_backend(ctx: RunContext) -> None:
     s = ctx.scenario
+    s.backend.prepare(ctx)  # e.g. Kafka's proxy; a fault needing the same thing finds it in place
     for kind in dict.fromkeys(f.kind for f in s.faults):
         FAULTS[kind].prepare(ctx, [f for f in s.faults if f.kind == kind])
     with ctx.console.step(s.backend.starting_title()):

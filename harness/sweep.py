@@ -46,6 +46,7 @@ def figures(result: dict) -> dict[str, Any]:
     from reports.compare import figure
 
     source, placement = result.get("source") or {}, result.get("placement") or {}
+    consumers = result.get("consumers") or {}
     totals = source.get("totals") or {}
     return {
         "verdict": result.get("verdict"),
@@ -58,6 +59,8 @@ def figures(result: dict) -> dict[str, Any]:
         "max_lag": figure(result, "max_lag"),
         "receivers_created": totals.get("created"), "receivers_reused": totals.get("reused"),
         "receiver_mismatches": totals.get("mismatch"),
+        "consumers_created": consumers.get("created"),
+        "consumers_created_later": consumers.get("created_after_first_data_batch"),
         "same_executor_as_last_batch": placement.get("same_executor_as_last_batch"),
         "task_spread": ((placement.get("task_ms") or {}).get("median_max_over_median")),
         "rate_limited_batches": ((result.get("batch_stats") or {}).get("rate_limited") or {}).get("batches"),
@@ -101,6 +104,7 @@ COLUMNS = (("verdict", "verdict"), ("process_rps", "rows/s"), ("latency_p50_ms",
            ("max_lag", "max lag"), ("rate_limited_batches", "batches capped"),
            ("task_spread", "slowest task / median"), ("receivers_created", "receivers created"),
            ("receivers_reused", "reused"), ("receiver_mismatches", "mismatches"),
+           ("consumers_created", "consumers created"), ("consumers_created_later", "after 1st batch"),
            ("same_executor_as_last_batch", "same executor"))
 
 

@@ -28,6 +28,7 @@ from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate, warmed_up
 from reports.compare import latency_windows
+from reports.consumers import consumer_summary, read_connections
 from reports.lag import epoch_s, lag_series, lag_summary
 from reports.source_tasks import read_tasks, source_summary
 from reports.spark_tasks import spark_placement
@@ -165,6 +166,10 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
         result.placement = spark_placement(run_dir, source_records)
     except Exception as exc:  # noqa: BLE001
         result.placement = {"error": f"reading Spark's event log (spark/events/) failed: {exc!r}"}
+    try:  # a report, not a check: the TCP proxy's records (Kafka with backend.proxy or a network fault)
+        result.consumers = consumer_summary(read_connections(run_dir) or [], progress)
+    except Exception as exc:  # noqa: BLE001
+        result.consumers = {"error": f"reading the proxy's connection records failed: {exc!r}"}
     checks += _source_checks(effects, result.source,
                              {} if scenario.fail_on_data_loss else rec.expected_lost_by_partition,
                              receiver_cache=scenario.source_option("harness.receiverCache", "true").lower() != "false")

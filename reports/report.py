@@ -227,10 +227,12 @@ def build_report(result: dict, run_dir: Path) -> str:
                          [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
                           for p, n in prod["partition_events"].items()])]
     from reports.source_tasks import source_section
+    from reports.consumers import consumers_section
     from reports.spark_tasks import placement_section
 
     parts += source_section(result.get("source") or {})
     parts += placement_section(result.get("placement") or {})
+    parts += consumers_section(result.get("consumers") or {})
     events = read_jsonl(run_dir / "timeline.jsonl")
     t0 = events[0]["t"] if events else 0.0
     if result.get("faults"):

@@ -65,6 +65,10 @@ class BackendSpec(BaseModel):
     def starting_title(self) -> str:
         return f"starting {self.kind}"  # type: ignore[attr-defined]
 
+    def prepare(self, ctx) -> None:
+        """Before the backend starts (and before the faults' own `prepare`): what this table asks to have in place
+        from the start (Kafka's `proxy`)."""
+
 
 class Backend(ABC):
     kind: str  # "kafka" | "eventhubs": what result.json calls the backend

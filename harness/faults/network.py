@@ -1,7 +1,8 @@
 """The network between the query and the brokers misbehaves: latency, a bandwidth cap, connection resets, a
 blackhole. It happens in a TCP proxy (harness.netproxy, its own supervised process, started by `prepare` before
-the brokers so that their QUERY listener can advertise its ports); the query's consumers and admin client
-bootstrap there, producers and the harness's admin use the direct listener and are never touched.
+the brokers so that their QUERY listener can advertise its ports; the same one `backend.proxy = true` starts without
+any fault); the query's consumers and admin client bootstrap there, producers and the harness's admin use the direct
+listener and are never touched.
 
 The effect declared is none: the query may stall and reconnect, but nothing acked may be lost or duplicated and
 the query must not fail. That is only certain while a cut (blackhole, reset with keep_resetting) stays below the
@@ -77,20 +78,14 @@ class Network(Fault):
 
     @classmethod
     def prepare(cls, ctx, options) -> None:
-        """The proxy starts before the brokers: its ports are what the brokers' QUERY listener advertises."""
-        from harness.backends.kafka.embedded import free_port
-        from harness.netproxy import start_proxy
+        """The proxy starts before the brokers: its ports are what the brokers' QUERY listener advertises. The
+        same proxy `backend.proxy = true` starts (harness.netproxy.put_in_front: once per run)."""
+        from harness.netproxy import put_in_front
 
-        backend = ctx.backend
-        if not hasattr(backend, "add_listener"):
-            raise FaultError("the network fault needs the embedded Kafka backend")
-        ports = [free_port() for _ in range(ctx.scenario.backend.nodes)]
-        proxy = start_proxy(ctx.supervisor, ctx.run_dir / "services" / "proxy", [f"127.0.0.1:{p}" for p in ports])
-        backend.add_listener("QUERY", list(zip(ports, proxy.listen)))
-        backend.query_bootstrap = ",".join(proxy.listen)
-        ctx.state["netproxy"] = {"control": proxy.control, "listen": proxy.listen,
-                                 "upstream": [f"127.0.0.1:{p}" for p in ports], "pid": proxy.child.pid}
-        ctx.timeline.add("netproxy_ready", listen=proxy.listen, control=proxy.control)
+        try:
+            put_in_front(ctx)
+        except RuntimeError as exc:
+            raise FaultError(f"the network fault: {exc}") from None
 
     def _call(self, ctx, op: str, **fields) -> dict:
         from harness.netproxy import control

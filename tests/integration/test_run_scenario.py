@@ -91,6 +91,9 @@ def test_steady_passes_end_to_end(harness_env, tmp_path):
     assert placement["partition_known"] == 1.0 and sorted(placement["partitions"], key=int) == list(map(str, range(8)))
     assert "Where Spark read the source" in (out / "report.md").read_text()
     assert "PASS" in (out / "report.md").read_text()
+    # the proxy is opt-in (backend.proxy): without it the query connects straight and no consumers are counted
+    assert not (out / "services" / "proxy").exists() and result["consumers"] == {}
+    assert "query_bootstrap" not in result["backend_info"]
     assert_no_orphans(token, timeout=5)
 
 

@@ -243,6 +243,7 @@ def test_counts_connections_per_client_id_and_records_them(proxy):
     rows = [json.loads(line) for line in (proxy.out_dir / "connections.jsonl").read_text().splitlines()]
     assert [r["client_id"] for r in rows] == ids + [None]
     assert [r["api_key"] for r in rows] == [18] * 5 + [None]
+    assert [r["correlation_id"] for r in rows] == [7] * 5 + [None]  # 0 would be a client instance's first request
     assert all(r["broker"] == 0 and r["t"] > 0 for r in rows)
 
 
@@ -332,3 +333,76 @@ def test_a_network_cut_must_stay_below_the_querys_timeouts(tmp_path, fault, mess
     path.write_text(path.read_text().replace("5000", "60000"))
     if "needs" not in message:
         assert load_scenario(str(path))[0].faults[0].mode == "blackhole"  # 8 s under 60 s: judged as recovering
+
+
+@pytest.mark.parametrize("backend, message", [
+    ('proxy = "yes"', "backend.kafka.proxy: Input should be a valid boolean (got 'yes')"),
+    ('proxy = 1', "backend.kafka.proxy: Input should be a valid boolean (got 1)"),
+    ('mode = "external"\nbootstrap_servers = "127.0.0.1:9"\nproxy = true', "proxy = true needs mode = 'embedded'"),
+    ('kind = "eventhubs"\nproxy = true', "backend.eventhubs.proxy: unknown key"),
+])
+def test_the_backend_proxy_option_is_checked(tmp_path, backend, message):
+    from harness.config import ConfigError, load_scenario
+
+    path = tmp_path / "proxy.toml"
+    path.write_text(f'name = "p"\n[backend]\n{backend}\n[producers]\nrate = {{ kind = "constant", eps = 10 }}\n')
+    with pytest.raises(ConfigError) as err:
+        load_scenario(str(path))
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+@pytest.mark.parametrize("proxy, faults, started", [
+    (True, 0, 1), (False, 1, 1), (True, 2, 1), (False, 0, 0),
+], ids=["option", "fault", "option-and-faults", "neither"])
+def test_the_proxy_is_put_in_front_once_whoever_asks(tmp_path, monkeypatch, proxy, faults, started):
+    """backend.proxy and the network fault share one start-up (harness.netproxy.put_in_front): the brokers get
+    one proxied listener and the query one bootstrap, whichever asks or both."""
+    from types import SimpleNamespace
+
+    from harness import netproxy, runner
+    from harness.config import load_scenario
+    from harness.console import Console
+    from harness.timeline import Timeline
+
+    calls = []
+
+    def fake_start(supervisor, out_dir, upstreams, timeout=30.0):
+        calls.append(upstreams)
+        return netproxy.ProxyHandle(SimpleNamespace(pid=4242), [f"127.0.0.1:{7000 + i}" for i in range(len(upstreams))],
+                                    "127.0.0.1:6999", out_dir)
+
+    class Brokers:
+        query_bootstrap = ""
+
+        def __init__(self):
+            self.listeners = []
+
+        def add_listener(self, name, ports):
+            self.listeners.append((name, ports))
+
+        def start(self, run_dir, supervisor):
+            pass
+
+        def create_stream(self, *args):
+            pass
+
+        def describe(self):
+            return {"kind": "kafka"}
+
+    monkeypatch.setattr(netproxy, "start_proxy", fake_start)
+    fault = '[[faults]]\nkind = "network"\nmode = "latency"\nlatency_ms = 5\nat_s = 1\n'
+    path = tmp_path / "s.toml"
+    path.write_text(f'name = "p"\n[backend]\nnodes = 2\nproxy = {str(proxy).lower()}\n'
+                    f'[producers]\nrate = {{ kind = "constant", eps = 10 }}\n' + fault * faults)
+    scenario, _, _ = load_scenario(str(path))
+    brokers = Brokers()
+    ctx = SimpleNamespace(scenario=scenario, run_dir=tmp_path, supervisor=None, backend=brokers,
+                          timeline=Timeline(tmp_path / "timeline.jsonl"), console=Console(quiet=True), state={})
+    runner.start_backend(ctx)
+    assert len(calls) == started
+    if started:
+        assert [name for name, _ in brokers.listeners] == ["QUERY"] and len(brokers.listeners[0][1]) == 2
+        assert brokers.query_bootstrap == "127.0.0.1:7000,127.0.0.1:7001"
+        assert ctx.state["netproxy"]["pid"] == 4242 and ctx.state["netproxy"]["control"] == "127.0.0.1:6999"
+    else:
+        assert brokers.listeners == [] and "netproxy" not in ctx.state

@@ -103,3 +103,12 @@ def test_a_bad_combination_is_refused_before_any_run(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="stream.partitions"):
         sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True))
     assert asked == [] and not (tmp_path / "out").exists()
+
+
+def test_the_sweep_table_shows_kafka_consumers_created():
+    """With backend.proxy the runs count Kafka consumer creations (result.json consumers): the sweep shows them."""
+    row = sweep.figures({"verdict": "pass", "consumers": {"created": 16, "created_after_first_data_batch": 3}})
+    assert row["consumers_created"] == 16 and row["consumers_created_later"] == 3
+    md = sweep.sweep_markdown({"scenario": "s", "verdict": "pass", "keys": ["minPartitions"], "planned": 1,
+                               "runs": [{"values": {"minPartitions": 16}, "run_dir": "00", **row}]})
+    assert "| minPartitions | verdict | consumers created | after 1st batch |" in md and "| 16 | pass | 16 | 3 |" in md

@@ -32,12 +32,25 @@ class KafkaSpec(BackendSpec):
     heap_mb: int = Field(512, ge=128, le=4096)
     bootstrap_servers: str | None = Field(None, description="required with mode = external")
     broker: dict[str, Scalar] = Field(default_factory=dict, description="extra server.properties (embedded)")
+    proxy: bool = Field(False, strict=True, description=(
+        "embedded: the query's Kafka connections go through the loopback TCP proxy (harness.netproxy) without any "
+        "fault, so every connection is recorded with its client.id (result.json consumers: Kafka consumers created "
+        "per batch); a network fault puts the same proxy there anyway. Off by default: a hop and a process more"))
 
     @model_validator(mode="after")
     def _external_needs_bootstrap(self):
         if self.mode == "external" and not self.bootstrap_servers:
             raise ValueError("mode = 'external' needs bootstrap_servers = 'host:port,...'")
+        if self.proxy and self.mode != "embedded":
+            raise ValueError(f"proxy = true needs mode = 'embedded' (the proxied listener is added to its "
+                             f"brokers); mode is {self.mode!r}")
         return self
+
+    def prepare(self, ctx) -> None:
+        if self.proxy:
+            from harness.netproxy import put_in_front
+
+            put_in_front(ctx)
 
     def starting_title(self) -> str:
         return "starting Kafka"
