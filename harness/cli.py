@@ -98,7 +98,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    """Rebuild a run's report.md from its result.json (or a sweep's sweep.md from its sweep.json)."""
+    """Rebuild a run's report.md and report.html from its run directory (a sweep's sweep.md from sweep.json)."""
     from harness import atomic
 
     run_dir = Path(args.run_dir)
@@ -111,22 +111,29 @@ def _cmd_report(args) -> int:
         except (OSError, ValueError) as exc:
             raise InputError(f"{path}: not readable JSON: {exc}") from None
         if name == "sweep.json":
-            from harness.sweep import sweep_markdown
+            from harness.sweep import write_sweep_reports
 
-            out, text = run_dir / "sweep.md", sweep_markdown(data)
-        else:
-            from reports.report import build_report
+            write_sweep_reports(run_dir, data)
+            for out in (run_dir / "sweep.md", run_dir / "sweep.html"):
+                if out.exists():
+                    print(out)
+            return 0
+        from reports.report import write_reports
 
-            out, text = run_dir / "report.md", build_report(data, run_dir)
-        atomic.write_text(out, text)
-        print(out)
-        return 0
+        problems = write_reports(data, run_dir)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        for out in (run_dir / "report.md", run_dir / "report.html"):
+            if out.exists():
+                print(f"{out} ({out.stat().st_size / 1e6:.2f} MB)" if out.suffix == ".html" else out)
+        return 1 if problems else 0
     raise InputError(f"{run_dir}: neither result.json nor sweep.json there (not a run or sweep directory)")
 
 
 def _cmd_compare(args) -> int:
     from harness import atomic
     from reports.compare import compare, compare_markdown
+    from reports.compare_html import compare_html
 
     summary = compare([Path(p) for p in args.runs], Path(args.baseline) if args.baseline else None,
                       args.fail_on or "")
@@ -137,7 +144,19 @@ def _cmd_compare(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         atomic.write_json(out / "compare.json", summary)
         atomic.write_text(out / "compare.md", text)
+        atomic.write_text(out / "compare.html", compare_html(summary, _sweep_of(args.runs)))
+        print(f"written: {out}/compare.html, compare.md, compare.json", file=sys.stderr)
     return 1 if summary["failures"] else 0
+
+
+def _sweep_of(paths: list[str]) -> dict | None:
+    """The sweep summary when the runs compared are exactly one sweep's directory (its swept axis is drawn)."""
+    if len(paths) != 1 or not (Path(paths[0]) / "sweep.json").is_file():
+        return None
+    try:
+        return json.loads((Path(paths[0]) / "sweep.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -160,7 +179,7 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--show", action="store_true", help="print the resolved scenario")
     v.set_defaults(func=_cmd_validate)
 
-    rp = sub.add_parser("report", help="rebuild a run's report.md (a sweep's sweep.md) from its results")
+    rp = sub.add_parser("report", help="rebuild a run's report.md and report.html (a sweep's sweep.md) from its results")
     rp.add_argument("run_dir")
     rp.set_defaults(func=_cmd_report)
 
@@ -169,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--baseline", help="compare against this run (default: the first run given)")
     c.add_argument("--fail-on", metavar="FIGURE=+N%,...", help="exit 1 when a figure moves past a threshold "
                    "against the baseline, e.g. p99=+20%%,process_rps=-10%%")
-    c.add_argument("--out", help="also write compare.json and compare.md here")
+    c.add_argument("--out", help="also write compare.html, compare.json and compare.md here")
     c.set_defaults(func=_cmd_compare)
 
     s = sub.add_parser("setup", help="fetch the JVM artifacts (Kafka broker, Spark's Kafka source) into the cache")

@@ -88,4 +88,6 @@ class Console:
         self.info(f"throughput: produce {thr['produce_eps']:,.0f} ev/s (target {thr['target_eps']:,.0f}), "
                   f"Spark {thr['process_rps']:,.0f} rows/s over {result['batches']} batches")
         self.info("end-to-end latency ms: " + "  ".join(f"{k} {v:,.1f}" for k, v in lat.items()))
-        self.info(f"report: {run_dir}/report.md   result: {run_dir}/result.json")
+        html = run_dir / "report.html"
+        size = f" ({html.stat().st_size / 1e6:.2f} MB)" if html.exists() else ""
+        self.info(f"report: {run_dir}/report.html{size}, report.md   result: {run_dir}/result.json")

@@ -34,7 +34,7 @@ from harness.timeline import Timeline
 from harness.verdict import judge
 from producers.fleet import ProducerFleet
 from reports.lag import LagSampler
-from reports.report import build_report
+from reports.report import write_reports
 
 CATCH_UP_TRIGGERS = ("once", "availableNow")  # these read what is there and stop: traffic goes first
 
@@ -94,7 +94,8 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
     atomic.write_json(run_dir / "run_state.json", ctx.state)
     result = judge(scenario, run_dir, ctx.state).as_dict()
     atomic.write_json(run_dir / "result.json", result)
-    atomic.write_text(run_dir / "report.md", build_report(result, run_dir))
+    for problem in write_reports(result, run_dir):
+        console.warn(problem)
     console.summary(result, run_dir)
     code = 130 if ctx.state["interrupted"] else (0 if result["verdict"] == "pass" else 1)
     return RunOutcome(run_dir, result, code)

@@ -93,10 +93,20 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
     if not interrupted:  # an interrupted sweep stays unjudged: its missing runs were never measured
         summary["verdict"] = "pass" if all(r["verdict"] == "pass" for r in summary["runs"]) else "fail"
     atomic.write_json(sweep_dir / "sweep.json", summary)
-    atomic.write_text(sweep_dir / "sweep.md", sweep_markdown(summary))
+    write_sweep_reports(sweep_dir, summary)
     console.info(f"sweep {scenario.name}: {summary['verdict'].upper()} ({len(summary['runs'])}/{len(plans)} runs)"
-                 f"; comparison: {sweep_dir}/sweep.md")
+                 f"; comparison: {sweep_dir}/sweep.html, sweep.md")
     return RunOutcome(sweep_dir, summary, 130 if interrupted else 0 if summary["verdict"] == "pass" else 1)
+
+
+def write_sweep_reports(sweep_dir: Path, summary: dict) -> None:
+    """sweep.md, and sweep.html once there are two runs to put side by side."""
+    from reports.compare_html import sweep_html
+
+    atomic.write_text(sweep_dir / "sweep.md", sweep_markdown(summary))
+    page = sweep_html(sweep_dir, summary)
+    if page is not None:
+        atomic.write_text(sweep_dir / "sweep.html", page)
 
 
 COLUMNS = (("verdict", "verdict"), ("process_rps", "rows/s"), ("latency_p50_ms", "p50 ms"),

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness import atomic
 from harness.checker import (Check, Expectations, apply_placements, evaluate, load_acks, load_placements,
                              percentiles_ms, reconcile)
 from harness.config import Scenario
@@ -31,7 +32,8 @@ from reports.compare import latency_windows
 from reports.consumers import consumer_summary, read_connections
 from reports.lag import epoch_s, lag_series, lag_summary
 from reports.source_tasks import read_tasks, source_summary
-from reports.spark_tasks import spark_placement
+from reports.spark_tasks import placement_summary, placement_tasks
+from reports.series import build_series
 from reports.report import batch_stats, parse_offsets, rate_accuracy, skew_section
 
 SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
@@ -162,8 +164,10 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     with _reading("reading the source's task records (source-metrics/)"):
         source_records = read_tasks(run_dir)
         result.source = source_summary(source_records, progress, scenario.stream.name)
+    tasks: list[dict] = []
     try:  # a report, not a check: an unreadable log leaves the verdict alone
-        result.placement = spark_placement(run_dir, source_records)
+        tasks = placement_tasks(run_dir, source_records)
+        result.placement = placement_summary(tasks)
     except Exception as exc:  # noqa: BLE001
         result.placement = {"error": f"reading Spark's event log (spark/events/) failed: {exc!r}"}
     try:  # a report, not a check: the TCP proxy's records (Kafka with backend.proxy or a network fault)
@@ -179,19 +183,29 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     result.batch_stats = batches = batch_stats(progress if measured_from_ms is None else
                                                [p for p in progress if "timestamp" in p
                                                 and epoch_s(p["timestamp"]) >= measured_from_ms / 1000.0])
-    result.lag_events = lag_summary(lag_series(read_jsonl(run_dir / "lag.jsonl"), progress))
+    lag_samples = read_jsonl(run_dir / "lag.jsonl")
+    result.lag_events = lag_summary(lag_series(lag_samples, progress))
     acked = rec.acked if measured_from_ms is None else \
         int(((acks["error"] == "") & (acks["intended_ms"] >= measured_from_ms)).sum())
     result.throughput = {"produce_eps": acked / duration if duration else 0.0,  # type: ignore[assignment]
                          "process_rps": batches["process_rps"],
                          "target_eps": (target - rate.cumulative(warmup)) / duration if duration else 0.0}
-    accuracy = {}
+    accuracy, per_second = {}, []
     if fleet:
         per_second = fleet.per_second()
         accuracy = rate_accuracy(per_second, rate, fleet.job.get("start_at", 0.0), warmup + duration,
                                  rec.produced)
         (run_dir / "producers" / "per_second.json").write_text(json.dumps(per_second))
     result.producers = {**producers, **skew_section(producers), **accuracy}
+    stamps = [epoch_s(p["timestamp"]) for p in progress if "timestamp" in p]
+    t0 = float(fleet.job.get("start_at", 0.0)) if fleet else (stamps[0] if stamps else 0.0)
+    try:  # what the report draws, not what the verdict stands on
+        series = build_series(t0=t0, warmup_s=warmup, latency_ms=rec.latency_ms,
+                              intended_ms=rec.delivered_intended_ms, measured=measured, per_second=per_second,
+                              progress=progress, lag_samples=lag_samples, tasks=tasks)
+    except Exception as exc:  # noqa: BLE001
+        series = {"error": f"building the time series failed: {exc!r}"}
+    atomic.write_json(run_dir / "series.json", series)
 
 
 def _source_checks(effects: list[Effect], source: dict, expected_lost: dict[int, int],

@@ -66,17 +66,21 @@ def _committed_timeline(progress: list[dict]) -> list[tuple[float, dict[str, int
     return out
 
 
-def lag_series(samples: list[dict], progress: list[dict]) -> list[dict]:
-    """[{t, lag}] per sample: events on the broker not yet committed by the query at that moment."""
+def lag_by_partition(samples: list[dict], progress: list[dict]) -> list[tuple[float, dict[str, int]]]:
+    """(t, {partition: lag}) per sample: events on the broker not yet committed by the query at that moment."""
     commits = _committed_timeline(progress)
-    series, i, committed = [], 0, {}
+    out, i, committed = [], 0, {}
     for s in sorted(samples, key=lambda x: x["t"]):
         while i < len(commits) and commits[i][0] <= s["t"]:
             committed = commits[i][1]
             i += 1
-        lag = sum(max(0, int(end) - committed.get(p, 0)) for p, end in s["end"].items())
-        series.append({"t": s["t"], "lag": lag})
-    return series
+        out.append((s["t"], {p: max(0, int(end) - committed.get(p, 0)) for p, end in s["end"].items()}))
+    return out
+
+
+def lag_series(samples: list[dict], progress: list[dict]) -> list[dict]:
+    """[{t, lag}] per sample, summed over partitions."""
+    return [{"t": t, "lag": sum(parts.values())} for t, parts in lag_by_partition(samples, progress)]
 
 
 def lag_summary(series: list[dict]) -> dict:

@@ -248,3 +248,18 @@ def build_report(result: dict, run_dir: Path) -> str:
         parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", _event_text(e)]
                                                                   for e in events])]
     return "\n".join(parts) + "\n"
+
+
+def write_reports(result: dict, run_dir: Path) -> list[str]:
+    """report.md and report.html beside result.json; a report that cannot be built is a problem to say, never a
+    reason to lose the result (already written)."""
+    from harness import atomic
+    from reports.html import build_html
+
+    problems = []
+    for name, build in (("report.md", lambda: build_report(result, run_dir)), ("report.html", lambda: build_html(run_dir))):
+        try:
+            atomic.write_text(run_dir / name, build())
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"{name} could not be built: {type(exc).__name__}: {exc}")
+    return problems

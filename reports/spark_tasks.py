@@ -188,13 +188,16 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 2) if values else None
 
 
-def spark_placement(run_dir: Path, source_records: Iterable[dict] = ()) -> dict[str, Any]:
+def placement_tasks(run_dir: Path, source_records: Iterable[dict] = ()) -> list[dict]:
+    """The scan tasks of the event log, each with its source partition where it can be known."""
     tasks = read_event_logs(run_dir)
-    if not tasks:
-        return {}
-    if not partitions_from_records(tasks, source_records):
+    if tasks and not partitions_from_records(tasks, source_records):
         partitions_from_sink_files(tasks, run_dir / "sink")
-    return placement_summary(tasks)
+    return tasks
+
+
+def spark_placement(run_dir: Path, source_records: Iterable[dict] = ()) -> dict[str, Any]:
+    return placement_summary(placement_tasks(run_dir, source_records))
 
 
 def placement_section(summary: dict) -> list[str]:

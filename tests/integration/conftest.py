@@ -42,3 +42,31 @@ def spark(tmp_path_factory):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def steady_run(tmp_path_factory):
+    """`harness run steady` with a 4 s warm-up and a 20 s measured window, once for every test that reads a
+    finished run (its result, its report, a comparison against it): (the run directory, the process, the token
+    in its processes' environment)."""
+    import os
+    import subprocess
+
+    base = tmp_path_factory.mktemp("steady")
+    token = uuid.uuid4().hex
+    env = dict(os.environ, HARNESS_RUNS=str(base / "runs"), CI="true", PYTHONUNBUFFERED="1",
+               HARNESS_TEST_TOKEN=token)
+    out = base / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "steady", "--out", str(out),
+                           "--set", "producers.duration_s=20", "--set", "producers.warmup_s=4"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    return out, proc, token
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the session's report pages (tests/browser.py)."""
+    from browser import Browser
+
+    with Browser() as b:
+        yield b

@@ -11,6 +11,8 @@ import pytest
 
 from harness.config import ConfigError, load_scenario
 from harness.paths import SCENARIOS_DIR
+from report_pages import open_page, svg_text
+from reports.series import LEVELS
 
 pytestmark = pytest.mark.integration
 
@@ -107,12 +109,37 @@ def check_driver_kills(out, result, count):
         assert all(started_at(p) > k["injected_at"] for p in runs), (n, runs)
 
 
-def test_crash_recovery_driver_killed_mid_batch_loses_and_duplicates_nothing(harness_env, tmp_path):
+def test_crash_recovery_driver_killed_mid_batch_loses_and_duplicates_nothing(harness_env, tmp_path, steady_run,
+                                                                             browser):
     """Two of the scenario's three kills (each restart costs a Spark start-up); the slow suite runs all three."""
     path = scenario_copy(tmp_path, "crash-recovery", "count = 3", "count = 2")
     out = tmp_path / "crash"
     result = run_scenario(path, out, harness_env, "producers.duration_s=25")
     check_driver_kills(out, result, 2)
+    check_fault_report_and_comparison(out, result, tmp_path, steady_run, browser)
+
+
+def check_fault_report_and_comparison(out, result, tmp_path, steady_run, browser):
+    """The faults are shaded and named on the report's time axes; compared against the steady run, the overlaid
+    figures hold both runs."""
+    figures, page = open_page(browser, out / "report.html", "crash-recovery-report")
+    with page:
+        for fig in ("fig-throughput", "fig-latency-time", "fig-lag", "fig-phases", "fig-tasks"):
+            text = svg_text(page, fig)
+            assert all(f"{f['kind']} #{f['n']}" in text for f in result["faults"]), (fig, text[:300])
+    assert len(figures) == 8
+    steady_out, steady_proc, _ = steady_run
+    assert steady_proc.returncode == 0, steady_proc.stdout[-3000:]
+    cmp_dir = tmp_path / "compare"
+    proc = subprocess.run([sys.executable, "-m", "harness", "compare", str(steady_out), str(out), "--out",
+                           str(cmp_dir)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    figures, page = open_page(browser, cmp_dir / "compare.html", "compare-steady-crash")
+    with page:
+        table = page.evaluate("document.querySelector('table').textContent")
+    assert list(figures) == ["fig-cmp-throughput", "fig-cmp-latency-time", "fig-cmp-latency-dist"]
+    assert figures["fig-cmp-latency-dist"]["data_points"] == 2 * len(LEVELS)  # both runs' percentile curves
+    assert "p99" in table and ("better" in table or "worse" in table or "same" in table)
 
 
 @pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget

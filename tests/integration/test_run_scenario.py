@@ -13,6 +13,7 @@ import pytest
 from reports.report import parse_offsets
 
 from harness.supervisor import processes_with_env
+from report_pages import open_page, svg_text
 
 pytestmark = pytest.mark.integration
 
@@ -52,13 +53,11 @@ def assert_no_orphans(token, timeout=30):
         time.sleep(0.5)
 
 
-def test_steady_passes_end_to_end(harness_env, tmp_path):
+def test_steady_passes_end_to_end(steady_run):
     """With a 4 s warm-up before the 20 s measured window: its events are checked like the others and kept out of
     the latency and throughput figures."""
-    out = tmp_path / "run"
-    proc, token = start_run(harness_env, out, "producers.duration_s=20", "producers.warmup_s=4")
-    stdout, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stdout
+    out, proc, token = steady_run
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
     result = json.loads((out / "result.json").read_text())
     assert RESULT_KEYS <= set(result)
     assert result["verdict"] == "pass" and result["backend"] == "kafka"
@@ -131,3 +130,29 @@ def test_list_shows_scenarios_with_descriptions(harness_env):
                           text=True, timeout=60)
     assert proc.returncode == 0
     assert any(line.startswith("steady ") and "constant" in line for line in proc.stdout.splitlines())
+
+
+def test_the_run_report_draws_every_figure_from_the_run(steady_run, browser):
+    """report.html in Chromium: every figure drawn, nothing fetched, no error; the counts it draws are the ack
+    logs' and the sink's."""
+    out, proc, _ = steady_run
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    figures, page = open_page(browser, out / "report.html", "steady-report")
+    with page:
+        assert list(figures) == ["fig-throughput", "fig-latency-time", "fig-latency-dist", "fig-lag", "fig-skew",
+                                 "fig-phases", "fig-tasks", "fig-placement"]
+        assert "PASS" in page.evaluate("document.querySelector('h1').textContent")
+        assert "warm-up" in svg_text(page, "fig-throughput")
+    assert figures["fig-skew"]["data_points"] == 8  # one bar a partition
+    series = json.loads((out / "series.json").read_text())
+    acks = [row for f in (out / "producers").glob("acks-*.csv") for row in csv.DictReader(f.open())]
+    assert sum(series["produced"]["sent"]) == len(acks) == 72000
+    result = json.loads((out / "result.json").read_text())
+    assert sum(series["delivered"]["visible"]) == result["counts"]["sink_rows"] == 72000
+    assert series["lag"]["partitions"] == [str(p) for p in range(8)]
+    # rebuilt by `harness report` from the run directory alone, the same page
+    before = (out / "report.html").read_text()
+    rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(out)], capture_output=True, text=True,
+                             timeout=120)
+    assert rebuilt.returncode == 0 and "report.html" in rebuilt.stdout, rebuilt.stderr
+    assert (out / "report.html").read_text() == before

@@ -1,0 +1,115 @@
+"""Charts as inline SVG, drawn by matplotlib: a report is one file that opens offline, with text a browser can
+search and no script to fail.
+
+Each chart becomes `<figure class="chart" id="fig-…" data-points="N">`: N is how many data points it plots, and its
+data marks are SVG groups whose id starts with `data` (the browser test counts both). Faults are shaded on every
+time axis (`shade_faults`), the warm-up too.
+"""
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure  # noqa: E402  (no pyplot: no global state between reports)
+
+RC = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+      "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 8, "legend.frameon": False,
+      "font.family": ["DejaVu Sans", "sans-serif"]}
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+          "#17becf")
+FAULT_COLOR, WARMUP_COLOR = "#d62728", "#7f7f7f"
+
+
+class Chart:
+    """One figure: `ax` to draw on, `mark(artist, n)` for every data artist (n points), `html()` at the end."""
+
+    def __init__(self, fig_id: str, title: str, caption: str = "", width: float = 9.6, height: float = 3.1,
+                 axes: int = 1):
+        self.id, self.title, self.caption = fig_id, title, caption
+        with matplotlib.rc_context(RC):
+            self.fig = Figure(figsize=(width, height * axes), layout="constrained")
+            self.axes = self.fig.subplots(axes, 1, sharex=True, squeeze=False)[:, 0].tolist()
+        self.ax = self.axes[0]
+        self.points = 0
+        self._marks = 0
+
+    def mark(self, artist, n: int):
+        """A data artist (or a list of them, as plot() returns) and how many data points it shows."""
+        for a in artist if isinstance(artist, (list, tuple)) else [artist]:
+            self._marks += 1
+            a.set_gid(f"data-{self.id}-{self._marks}")
+        self.points += int(n)
+        return artist
+
+    def svg(self) -> str:
+        buf = io.StringIO()
+        with matplotlib.rc_context({**RC, "svg.hashsalt": self.id}):
+            self.fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+        text = buf.getvalue()
+        text = text[text.index("<svg"):]
+        # a responsive width; the viewBox keeps the aspect ratio
+        return re.sub(r'<svg([^>]*?) width="[^"]+" height="[^"]+"', r'<svg\1 width="100%"', text, count=1)
+
+    def html(self) -> str:
+        cap = f'<p class="caption">{html.escape(self.caption)}</p>' if self.caption else ""
+        return (f'<figure class="chart" id="{self.id}" data-points="{self.points}">'
+                f"<figcaption>{html.escape(self.title)}</figcaption>{self.svg()}{cap}</figure>")
+
+
+def shade_faults(axes, spans: list[tuple[float, float | None, str]], warmup_s: float = 0.0,
+                 to_x=lambda t: t) -> None:
+    """Faults (start, end or None, label) as shaded spans (a line when instantaneous) labelled at the top; the
+    warm-up as a grey span from 0. `to_x` maps seconds to the axis's x when it is not time."""
+    for i, ax in enumerate(axes):
+        if warmup_s:
+            ax.axvspan(to_x(0.0), to_x(warmup_s), color=WARMUP_COLOR, alpha=0.12, lw=0)
+            if i == 0:
+                ax.annotate("warm-up", (to_x(0.0), 1.0), xycoords=("data", "axes fraction"), fontsize=7,
+                            color=WARMUP_COLOR, va="bottom")
+        for start, end, label in spans:
+            x0 = to_x(start)
+            if end is not None and to_x(end) - x0 > 0:
+                ax.axvspan(x0, to_x(end), color=FAULT_COLOR, alpha=0.12, lw=0)
+            else:
+                ax.axvline(x0, color=FAULT_COLOR, lw=1, alpha=0.7)
+            if i == 0:
+                ax.annotate(label, (x0, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=FAULT_COLOR,
+                            va="bottom", rotation=0)
+
+
+def ms_axis(ax) -> None:
+    """Latency ticks in ms or s (1, 2, 5 per decade on a log axis)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    if ax.get_yscale() == "log":
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human_ms(v) if v > 0 else "0"))
+
+
+def nines_axis(ax) -> None:
+    """x as 'nines' (−log10(1 − q)): 50%, 90%, 99%, 99.9% … equally spaced, as latency tails are read."""
+    ticks = [0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999]
+    ax.set_xticks([nines(q * 100) for q in ticks], [f"{q * 100:g}%" for q in ticks])
+
+
+def nines(percentile: float) -> float:
+    q = min(percentile / 100.0, 0.999999)
+    return -math.log10(1.0 - q)
+
+
+def human_ms(ms: float) -> str:
+    if ms >= 1000:
+        return f"{ms / 1000:.3g} s"
+    return f"{ms:.3g} ms"
+
+
+def thousands(ax, axis: str = "y") -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    getattr(ax, f"{axis}axis").set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))

@@ -1,0 +1,392 @@
+"""report.html: the run on one self-contained page (inline SVG and CSS, no script, nothing fetched at view time).
+
+Verdict and checks first, in words; then what happened over time with the faults shaded on every time axis:
+produced vs processed against the target, end-to-end latency over time and its percentile curve, lag per
+partition, traffic skew, batch phases, task-time spread and where each partition was read; last the environment
+and the resolved scenario. Built from the run directory alone (result.json, series.json, progress.jsonl,
+timeline.jsonl, scenario.json), so `harness report RUN_DIR` rebuilds it.
+"""
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.jsonl import read_jsonl
+from reports.charts import COLORS, Chart, human_ms, ms_axis, nines, nines_axis, shade_faults, thousands
+from reports.lag import epoch_s
+
+PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+PHASE_COLORS = dict(zip(PHASES + ("other",), COLORS))  # a phase keeps its colour whichever phases a run shows
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1040px;padding:16px 24px;
+color:#222}
+h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+.verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
+.pass{background:#2e7d32}.fail{background:#c62828}.unjudged{background:#6d4c41}
+table{border-collapse:collapse;margin:6px 0;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;
+text-align:left;vertical-align:top}th{background:#f5f5f5}td.num{text-align:right}
+figure.chart{margin:14px 0;padding:6px 0;border-top:1px solid #eee}figcaption{font-weight:600;margin-bottom:4px}
+figure.chart svg{display:block;height:auto}.caption{color:#555;font-size:12.5px;margin:2px 0}
+.bad{color:#c62828;font-weight:600}.muted{color:#777}pre{background:#f7f7f7;padding:8px;overflow:auto;
+font-size:12px;max-height:420px}details{margin:6px 0}
+"""
+
+
+def load_run(run_dir: Path) -> dict[str, Any]:
+    """What the page is built from; a file a run did not leave is empty, and its figures are left out."""
+    def read_json(name: str):
+        try:
+            return json.loads((run_dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+    return {"result": read_json("result.json"), "series": read_json("series.json"),
+            "scenario": read_json("scenario.json"), "progress": read_jsonl(run_dir / "progress.jsonl"),
+            "timeline": read_jsonl(run_dir / "timeline.jsonl")}
+
+
+def fault_spans(result: dict, t0: float) -> list[tuple[float, float | None, str]]:
+    spans = []
+    for f in result.get("faults") or []:
+        start = f.get("inject_started_at") or f.get("injected_at")
+        if start is None:
+            continue
+        end = f.get("healed_at")
+        spans.append((start - t0, None if end is None else end - t0, f"{f['kind']} #{f['n']}"))
+    return spans
+
+
+# -- the figures: each takes the loaded run and returns a Chart, or None when the run has no data for it ----------
+def throughput_chart(run: dict, spans) -> Chart | None:
+    s = run["series"]
+    prod, dlv = s.get("produced") or {}, s.get("delivered") or {}
+    if not prod.get("t") and not dlv.get("visible_t"):
+        return None
+    target = (run["result"].get("throughput") or {}).get("target_eps", 0)
+    c = Chart("fig-throughput", "Produced vs processed, events per second",
+              f"Scheduled by the rate function (dashed), sent by the producers, and made visible by the sink "
+              f"(per second of its batch commits; a sink commits once a batch, so this line is spiky at low "
+              f"rates). Target {target:,.0f} events/s.")
+    if prod.get("t"):
+        sched = [(t, v) for t, v in zip(prod["t"], prod["scheduled"]) if v is not None]
+        if sched:
+            c.mark(c.ax.plot(*zip(*sched), "--", color=COLORS[7], lw=1.2, label="scheduled"), len(sched))
+        c.mark(c.ax.plot(prod["t"], prod["sent"], color=COLORS[0], lw=1.2, label="sent"), len(prod["t"]))
+    if dlv.get("visible_t"):
+        c.mark(c.ax.step(dlv["visible_t"], dlv["visible"], where="post", color=COLORS[2], lw=1.2,
+                         label="visible in the sink"), len(dlv["visible_t"]))
+    c.ax.set_xlabel("s since traffic started")
+    c.ax.set_ylabel("events/s")
+    thousands(c.ax)
+    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    shade_faults(c.axes, spans, s.get("warmup_s") or 0.0)
+    return c
+
+
+def latency_time_chart(run: dict, spans) -> Chart | None:
+    d = (run["series"].get("delivered") or {})
+    if not d.get("t"):
+        return None
+    c = Chart("fig-latency-time", "End-to-end latency over time",
+              "Per second of intended send time: the median, p99 and slowest event (sink commit minus intended "
+              "send time; log scale).")
+    for key, color, label in (("latency_max", COLORS[7], "max"), ("latency_p99", COLORS[1], "p99"),
+                              ("latency_p50", COLORS[0], "p50")):
+        c.mark(c.ax.plot(d["t"], d[key], color=color, lw=1.1, label=label), len(d["t"]))
+    c.ax.set_yscale("log")
+    ms_axis(c.ax)
+    c.ax.set_xlabel("s since traffic started (intended send time)")
+    c.ax.set_ylabel("ms")
+    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
+    return c
+
+
+def latency_distribution_chart(run: dict) -> Chart | None:
+    curve = run["series"].get("percentiles") or []
+    if not curve:
+        return None
+    c = Chart("fig-latency-dist", "End-to-end latency by percentile (measured window)",
+              "Each point: that share of events arrived within this latency. " +
+              ", ".join(f"p{p:g} {human_ms(v)}" for p, v in curve if p in (50.0, 99.0, 99.9, 100.0)),
+              height=2.8)
+    xs = [nines(p) for p, _ in curve]
+    c.mark(c.ax.plot(xs, [v for _, v in curve], "o-", color=COLORS[1], ms=3, lw=1.2), len(curve))
+    nines_axis(c.ax)
+    ms_axis(c.ax)
+    c.ax.set_xlabel("percentile")
+    c.ax.set_ylabel("latency")
+    return c
+
+
+def lag_chart(run: dict, spans) -> Chart | None:
+    lag = run["series"].get("lag") or {}
+    if not lag.get("t") or not lag.get("partitions"):
+        return None
+    parts, t, matrix = lag["partitions"], lag["t"], np.array(lag["lag"], dtype=float)
+    c = Chart("fig-lag", "Lag per partition over time",
+              f"Events on the broker not yet committed by the query, sampled every second (max "
+              f"{int(matrix.max()):,}; darker is further behind).", height=max(1.8, 0.9 + 0.16 * len(parts)))
+    step = (t[-1] - t[0]) / max(1, len(t) - 1) if len(t) > 1 else 1.0
+    im = c.ax.imshow(matrix, aspect="auto", interpolation="nearest", cmap="magma_r", origin="lower",
+                     extent=(t[0] - step / 2, t[-1] + step / 2, -0.5, len(parts) - 0.5), vmin=0)
+    c.mark(im, matrix.size)
+    c.ax.grid(False)
+    ticks = list(range(0, len(parts), max(1, len(parts) // 16)))
+    c.ax.set_yticks(ticks, [parts[i] for i in ticks])
+    c.ax.set_ylabel("partition")
+    c.ax.set_xlabel("s since traffic started")
+    c.fig.colorbar(im, ax=c.ax, label="events behind", pad=0.01)
+    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
+    return c
+
+
+def skew_chart(run: dict) -> Chart | None:
+    prod = run["result"].get("producers") or {}
+    events = prod.get("partition_events") or {}
+    if not events:
+        return None
+    parts = sorted(events, key=int)
+    counts = [events[p] for p in parts]
+    skew = prod.get("skew") or {}
+    mean = sum(counts) / len(counts)
+    c = Chart("fig-skew", "Traffic per partition",
+              f"Events the producers sent to each partition; dashed: the mean. Max/mean "
+              f"{skew.get('max_mean_share') or 0:.2f}, Gini {skew.get('gini') or 0:.2f}.",
+              height=2.6)
+    c.mark(c.ax.bar(range(len(parts)), counts, color=COLORS[0]), len(parts))
+    c.ax.axhline(mean, color=COLORS[7], ls="--", lw=1)
+    ticks = list(range(0, len(parts), max(1, len(parts) // 32)))
+    c.ax.set_xticks(ticks, [parts[i] for i in ticks])
+    c.ax.set_xlabel("partition")
+    c.ax.set_ylabel("events")
+    thousands(c.ax)
+    return c
+
+
+def _batch_start(p: dict, t0: float) -> float | None:
+    return epoch_s(p["timestamp"]) - t0 if "timestamp" in p else None
+
+
+def phases_chart(run: dict, spans, t0: float) -> Chart | None:
+    rows = [p for p in run["progress"] if p.get("numInputRows", 0) > 0 and "timestamp" in p]
+    if not rows:
+        return None
+    x = [_batch_start(p, t0) for p in rows]
+    series = {ph: [p.get("durationMs", {}).get(ph, 0) for p in rows] for ph in PHASES}
+    total = [p.get("durationMs", {}).get("triggerExecution", 0) for p in rows]
+    series["other"] = [max(0, tot - sum(v[i] for v in series.values())) for i, tot in enumerate(total)]
+    interval = _trigger_ms(run["scenario"])
+    c = Chart("fig-phases", "Micro-batch phases, stacked",
+              "Per batch that read rows, at its start time: Spark's own phase timings (durationMs), stacked to "
+              "the batch's triggerExecution" + (f"; dashed: the trigger interval ({interval:,.0f} ms)" if interval
+                                                else "") + ". A batch above the line delays the next one.")
+    names = [k for k in series if any(series[k])]
+    x.append(x[-1] + total[-1] / 1000.0)  # the last batch's step reaches its end
+    for k in names:
+        series[k].append(series[k][-1])
+    polys = c.ax.stackplot(x, *[series[k] for k in names], labels=names, step="post",
+                           colors=[PHASE_COLORS[k] for k in names], alpha=0.85)
+    c.mark(polys, len(x) * len(names))
+    if interval:
+        c.ax.axhline(interval, color="#000", ls="--", lw=0.9)
+    c.ax.set_xlabel("s since traffic started")
+    c.ax.set_ylabel("batch time")
+    ms_axis(c.ax)
+    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
+    return c
+
+
+def _trigger_ms(scenario: dict) -> float | None:
+    trig = (((scenario.get("resolved") or scenario).get("spark") or {}).get("trigger") or {})
+    text = str(trig.get("interval") or "").strip().lower()
+    if not text:
+        return None
+    value, _, unit = text.partition(" ")
+    try:
+        n = float(value)
+    except ValueError:
+        return None
+    scale = {"ms": 1, "millisecond": 1, "milliseconds": 1, "second": 1000, "seconds": 1000, "s": 1000,
+             "minute": 60000, "minutes": 60000}.get(unit.strip(), None)
+    return n * scale if scale else None
+
+
+def _by_batch(tasks: dict) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = defaultdict(list)
+    for i, b in enumerate(tasks.get("batch") or []):
+        out[b].append(i)
+    return dict(sorted(out.items()))
+
+
+def task_spread_chart(run: dict, spans) -> Chart | None:
+    tasks = run["series"].get("tasks") or {}
+    groups = _by_batch(tasks)
+    if not groups:
+        return None
+    x, lo, mid, hi, n = [], [], [], [], []
+    for idx in groups.values():
+        d = [tasks["duration_ms"][i] for i in idx]
+        x.append(min(tasks["launch_s"][i] for i in idx))
+        lo.append(min(d)), mid.append(statistics.median(d)), hi.append(max(d)), n.append(len(d))
+    placement = run["result"].get("placement") or {}
+    spread = (placement.get("task_ms") or {}).get("median_max_over_median")
+    c = Chart("fig-tasks", "Scan task time per batch: fastest, median, slowest",
+              f"From Spark's event log: the tasks that read the source in each batch (shaded: fastest to slowest). "
+              f"Slowest over median, the median over batches: {spread if spread is not None else '-'}; "
+              f"tasks per batch: median {statistics.median(n):g}. Skewed traffic turns into a slow task.")
+    last = groups[max(groups)]
+    x.append(max(tasks["launch_s"][i] + tasks["duration_ms"][i] / 1000.0 for i in last))
+    lo.append(lo[-1]), mid.append(mid[-1]), hi.append(hi[-1])
+    c.mark(c.ax.fill_between(x, lo, hi, step="post", color=COLORS[0], alpha=0.25, lw=0), len(x))
+    c.mark(c.ax.step(x, mid, where="post", color=COLORS[0], lw=1.1, label="median"), len(x))
+    c.mark(c.ax.step(x, hi, where="post", color=COLORS[1], lw=0.9, label="slowest"), len(x))
+    c.ax.set_xlabel("s since traffic started (batch's first task)")
+    c.ax.set_ylabel("task time")
+    ms_axis(c.ax)
+    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
+    return c
+
+
+def placement_chart(run: dict) -> Chart | None:
+    tasks = run["series"].get("tasks") or {}
+    known = [i for i, p in enumerate(tasks.get("partition") or []) if p is not None]
+    if not known:
+        return None
+    executors = sorted({tasks["executor"][i] for i in known}, key=lambda e: (len(e), e))
+    parts = sorted({tasks["partition"][i] for i in known})
+    batches = sorted({tasks["batch"][i] for i in known})
+    col = {b: j for j, b in enumerate(batches)}
+    row = {p: k for k, p in enumerate(parts)}
+    several = len(executors)
+    grid = np.full((len(parts), len(batches)), np.nan)
+    for i in known:
+        r, j, e = row[tasks["partition"][i]], col[tasks["batch"][i]], executors.index(tasks["executor"][i])
+        grid[r, j] = e if np.isnan(grid[r, j]) or grid[r, j] == e else several
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    colors = list(COLORS[:several]) + ["#000000"]
+    placement = run["result"].get("placement") or {}
+    same = placement.get("same_executor_as_last_batch")
+    c = Chart("fig-placement", "Where each partition was read, per batch",
+              "Colour: the executor whose task read the partition in that batch (black: split over several "
+              "executors, as minPartitions does). "
+              + (f"Same executor as the partition's previous batch: {same:.0%}." if same is not None else ""),
+              height=max(1.8, 0.9 + 0.16 * len(parts)))
+    im = c.ax.imshow(grid, aspect="auto", interpolation="nearest", origin="lower",
+                     cmap=ListedColormap(colors), vmin=-0.5, vmax=several + 0.5,
+                     extent=(batches[0] - 0.5, batches[-1] + 0.5, -0.5, len(parts) - 0.5))
+    c.mark(im, len(known))
+    c.ax.grid(False)
+    ticks = list(range(0, len(parts), max(1, len(parts) // 16)))
+    c.ax.set_yticks(ticks, [str(parts[i]) for i in ticks])
+    c.ax.set_ylabel("partition")
+    c.ax.set_xlabel("batch id")
+    c.ax.xaxis.get_major_locator().set_params(integer=True)
+    c.ax.legend(handles=[Patch(color=colors[k], label=f"executor {e}") for k, e in enumerate(executors)],
+                loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    return c
+
+
+def figures(run: dict) -> list[Chart]:
+    t0 = float((run["series"] or {}).get("t0") or 0.0)
+    spans = fault_spans(run["result"], t0) if t0 else []
+    built = [throughput_chart(run, spans), latency_time_chart(run, spans), latency_distribution_chart(run),
+             lag_chart(run, spans), skew_chart(run), phases_chart(run, spans, t0) if t0 else None,
+             task_spread_chart(run, spans), placement_chart(run)]
+    return [c for c in built if c is not None]
+
+
+# -- the page --------------------------------------------------------------------------------------------------------
+def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{c}</td>'
+                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def summary_words(result: dict) -> str:
+    """The verdict in a sentence or three."""
+    c, lat, thr = result.get("counts") or {}, result.get("latency_ms") or {}, result.get("throughput") or {}
+    failed = [x for x in result.get("checks") or [] if not x.get("ok")]
+    words = [f"{c.get('produced', 0):,} events produced, {c.get('acked', 0):,} acked; "
+             f"{c.get('delivered_unique', 0):,} delivered, {c.get('lost', 0):,} lost "
+             f"({c.get('expected_lost', 0):,} of them expected by a fault), {c.get('duplicates', 0):,} duplicated."]
+    if lat.get("p50"):
+        words.append(f"End-to-end latency p50 {human_ms(lat['p50'])}, p99 {human_ms(lat['p99'])}, "
+                     f"max {human_ms(lat['max'])}; Spark processed {thr.get('process_rps', 0):,.0f} rows/s of busy "
+                     f"batch time for a target of {thr.get('target_eps', 0):,.0f} events/s.")
+    if result.get("verdict") == "unjudged":
+        words.append(f"The run could not be judged: {result.get('unjudged_reason')}.")
+    elif failed:
+        words.append("Failed: " + "; ".join(f"{x['name']} ({x['detail']})" for x in failed) + ".")
+    else:
+        words.append(f"All {len(result.get('checks') or [])} checks passed.")
+    return " ".join(html.escape(w) for w in words)
+
+
+def environment_html(run: dict) -> str:
+    result = run["result"]
+    rows = [[html.escape(str(k)), html.escape(str(v))] for k, v in (result.get("versions") or {}).items()]
+    rows += [["backend", html.escape(str(result.get("backend")))],
+             ["run directory", html.escape(str(result.get("run_dir")))]]
+    info = result.get("backend_info") or {}
+    rows += [[html.escape(f"backend {k}"), html.escape(json.dumps(v) if isinstance(v, (dict, list)) else str(v))]
+             for k, v in info.items() if not isinstance(v, (dict, list)) or len(json.dumps(v)) < 200]
+    scenario = json.dumps(run["scenario"], indent=2)
+    return (_table(["what", "value"], rows) + "<details><summary>The resolved scenario (scenario.json)</summary>"
+            f"<pre>{html.escape(scenario)}</pre></details>")
+
+
+def build_html(run_dir: Path) -> str:
+    run = load_run(run_dir)
+    result = run["result"]
+    verdict = str(result.get("verdict", "unjudged"))
+    charts = figures(run)
+    checks = _table(["check", "ok", "detail"],
+                    [[html.escape(x["name"]), "yes" if x["ok"] else '<span class="bad">NO</span>',
+                      html.escape(x["detail"])] for x in result.get("checks") or []])
+    c = result.get("counts") or {}
+    counts = _table(list(c), [[f"{v:,}" for v in c.values()]], numeric=set(range(len(c))))
+    lat = result.get("latency_ms") or {}
+    lat_table = _table(list(lat), [[f"{v:,.1f} ms" for v in lat.values()]], numeric=set(range(len(lat))))
+    faults = result.get("faults") or []
+    t0 = float(run["series"].get("t0") or 0.0)
+    fault_rows = [[html.escape(f"{f['kind']} #{f['n']}"),
+                   "-" if f.get("injected_at") is None or not t0 else f"{f['injected_at'] - t0:.1f}",
+                   "-" if f.get("healed_at") is None or not t0 else f"{f['healed_at'] - t0:.1f}",
+                   html.escape("; ".join(f.get("errors") or []) or "-")] for f in faults]
+    warm = result.get("warmup") or {}
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{html.escape(str(result.get('scenario')))}: {verdict}</title>",
+        f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>',
+        f"<h1>{html.escape(str(result.get('scenario')))} on {html.escape(str(result.get('backend')))} "
+        f'<span class="verdict {verdict}">{verdict.upper()}</span></h1>',
+        f"<p>{summary_words(result)}</p>",
+        f'<p class="muted">Traffic {result.get("traffic_s", 0):.0f} s'
+        + (f" after a {warm.get('s', 0):g} s warm-up (its {warm.get('events_delivered', 0):,} events are checked "
+           f"but kept out of latency and throughput)" if warm else "")
+        + f", whole run {result.get('duration_s', 0):.0f} s; {result.get('batches', 0)} micro-batches; "
+          f"{len(faults)} fault(s). Times are seconds since the traffic started; faults are shaded red.</p>",
+        "<h2>Checks</h2>", checks, "<h2>Accounting</h2>", counts,
+        "<h2>End-to-end latency</h2>", lat_table,
+    ]
+    if fault_rows:
+        parts += ["<h2>Faults</h2>", _table(["fault", "injected (s)", "healed (s)", "errors"], fault_rows)]
+    parts += ["<h2>Over time, per partition, per batch</h2>"] + [ch.html() for ch in charts]
+    missing = run["series"].get("error") or ("" if run["series"] else "no series.json in the run directory")
+    if missing:
+        parts.append(f'<p class="bad">Figures over time are missing: {html.escape(missing)}.</p>')
+    parts += ["<h2>Environment</h2>", environment_html(run),
+              f'<p class="muted">{len(charts)} figures. report.md beside this file has the same run in tables.</p>',
+              "</body></html>"]
+    return "\n".join(parts)

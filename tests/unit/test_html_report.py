@@ -1,0 +1,45 @@
+"""report.html and compare.html from what a run directory holds, without a browser (the browser test opens real
+runs' pages)."""
+import json
+import re
+
+from reports.compare_html import swept_charts
+from reports.html import build_html, fault_spans
+
+UNJUDGED = {"scenario": "steady", "backend": "kafka", "verdict": "unjudged",
+            "unjudged_reason": "reading the sink failed", "checks": [], "counts": {"produced": 10}}
+
+
+def test_a_run_that_could_not_be_judged_says_so_and_draws_nothing_it_lacks(tmp_path):
+    (tmp_path / "result.json").write_text(json.dumps(UNJUDGED))
+    page = build_html(tmp_path)
+    assert "UNJUDGED" in page and "The run could not be judged: reading the sink failed." in page
+    assert 'class="chart"' not in page and "0 figures" in page
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_faults_become_spans_on_the_run_time_axis():
+    result = {"faults": [{"kind": "broker", "n": 1, "inject_started_at": 110.0, "injected_at": 111.0,
+                          "healed_at": 120.0},
+                         {"kind": "topic", "n": 2, "injected_at": 130.0, "healed_at": None},
+                         {"kind": "network", "n": 3, "injected_at": None}]}
+    assert fault_spans(result, 100.0) == [(10.0, 20.0, "broker #1"), (30.0, None, "topic #2")]
+
+
+def test_a_sweep_draws_each_figure_against_the_swept_setting():
+    runs = [{"values": {"spark.source_options.maxOffsetsPerTrigger": m, "spark.source_options.minPartitions": p},
+             "verdict": "pass" if m < 20000 else "fail", "process_rps": 1000.0 + m / 10, "latency_p99_ms": 900.0,
+             "max_lag": None} for p in (8, 32) for m in (2000, 20000, 200000)]
+    sweep = {"scenario": "skew-tuning", "verdict": "fail", "keys": ["spark.source_options.maxOffsetsPerTrigger",
+                                                                    "spark.source_options.minPartitions"],
+             "runs": runs}
+    charts = {c.id: c for c in swept_charts(sweep)}
+    assert set(charts) == {"fig-swept-process-rps", "fig-swept-latency-p99-ms"}  # max_lag has no value anywhere
+    c = charts["fig-swept-process-rps"]
+    assert c.points == 6 and c.ax.get_xscale() == "log"  # 2,000 .. 200,000
+    assert [t.get_text() for t in c.ax.get_xticklabels()] == ["2000", "20000", "200000"]
+    assert sorted(line.get_label() for line in c.ax.get_legend().get_lines()) == ["minPartitions=32",
+                                                                                  "minPartitions=8"]
+    svg = c.html()
+    assert svg.startswith('<figure class="chart" id="fig-swept-process-rps" data-points="6">')
+    assert len(re.findall(r'<g id="data-fig-swept-process-rps-\d+"', svg)) == 2
