@@ -10,7 +10,7 @@ NAME ?= steady
 CHROMIUM ?= chromium
 ARGS ?=
 
-.PHONY: setup scenario test test-slow list compare kafka-up kafka-down bench clean-runs
+.PHONY: setup scenario capacity test test-slow list compare kafka-up kafka-down bench clean-runs
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 2; }
@@ -28,6 +28,9 @@ setup: $(JVM_STAMP)
 
 scenario: setup
 	$(PY) -m harness run $(NAME) $(ARGS)
+
+capacity: setup
+	$(PY) -m harness capacity $(NAME) $(ARGS)
 
 list: $(STAMP)
 	@$(PY) -m harness list

@@ -26,6 +26,16 @@ def _cmd_run(args) -> int:
     return outcome.exit_code
 
 
+def _cmd_capacity(args) -> int:
+    from harness.capacity import run_capacity
+    from harness.console import Console
+
+    outcome = run_capacity(args.scenario, args.set, Path(args.out) if args.out else None,
+                           Console(quiet=True if args.quiet else None), latency_p99_ms=args.latency_p99_ms,
+                           trial_s=args.trial_s, max_trials=args.max_trials, start_eps=args.start_eps)
+    return outcome.exit_code
+
+
 def _cmd_list(args) -> int:
     for path in sorted(SCENARIOS_DIR.glob("*.toml")):
         try:
@@ -170,6 +180,26 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="run directory (default runs/<UTC timestamp>-<scenario>)")
     r.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
     r.set_defaults(func=_cmd_run)
+
+    from harness import capacity as cap
+
+    cp = sub.add_parser("capacity", help="the highest constant rate the query sustains (ramp, then bisect), "
+                        "and what bounded it")
+    cp.add_argument("scenario", help="a name from scenarios/ or a path to a .toml file")
+    cp.add_argument("--set", action="append", default=[], metavar="dotted.key=value",
+                    help="override a scenario field for every trial (value parsed as TOML), repeatable")
+    cp.add_argument("--out", help="capacity directory (default runs/<UTC timestamp>-<scenario>-capacity)")
+    cp.add_argument("--latency-p99-ms", type=float, help="latency limit per trial (default: the scenario's "
+                    f"checks.latency_p99_ms, else {cap.DEFAULT_LATENCY_P99_MS:g} or {cap.LATENCY_INTERVALS:g} "
+                    "trigger intervals, the larger)")
+    cp.add_argument("--trial-s", type=float, default=cap.DEFAULT_TRIAL_S,
+                    help=f"measured window of each trial, after its warm-up (default {cap.DEFAULT_TRIAL_S:g})")
+    cp.add_argument("--max-trials", type=int, default=cap.DEFAULT_MAX_TRIALS,
+                    help=f"trials in all, ramp and bisection (default {cap.DEFAULT_MAX_TRIALS})")
+    cp.add_argument("--start-eps", type=float, help="first rate (default: the scenario's constant rate, else "
+                    f"{cap.DEFAULT_START_EPS:,})")
+    cp.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    cp.set_defaults(func=_cmd_capacity)
 
     sub.add_parser("list", help="list scenarios with one-line descriptions").set_defaults(func=_cmd_list)
 

@@ -1,0 +1,431 @@
+"""`harness capacity`: the ramp-and-bisect search against synthetic systems whose capacity is known (it lands within
+its resolution, in a bounded number of trials, names the failing trial's limiting factor, and calls a producer
+limit a lower bound), each criterion's judgement on real result.json figures, the lag-growth fit, and the
+command around it with the pipeline stood in for (overrides, directories, capacity.json after every trial,
+exit codes, bad input)."""
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import capacity as cap
+from harness.capacity import Criterion, Limits, TrialOutcome, judge_trial, lag_growth, search
+from harness.cli import main
+from harness.config import load_scenario
+from harness.runner import RunOutcome
+from test_config import MINIMAL, write
+
+# ------------------------------------------------------------------------------------------------ synthetic systems
+
+
+def system(capacity: float, producer_max: float = math.inf, fail_factor: str = "batch_duration"):
+    """A system that sustains every rate up to `capacity`; above it the batches overrun the trigger (or
+    `fail_factor`); the producers cannot offer more than `producer_max`. Records the rates it was asked."""
+    asked = []
+
+    def trial(rate: float) -> TrialOutcome:
+        asked.append(rate)
+        offered = min(rate, producer_max)
+        crit = [Criterion("producer_rate", offered >= rate * 0.98, offered, rate, f"offered {offered:,.0f}"),
+                Criterion("batch_duration", True, 500.0, 1000.0, "p50 500 ms <= 1,000 ms"),
+                Criterion("lag_growth", True, 0.0, 0.05 * rate, "flat"),
+                Criterion("latency_p99", True, 1500.0, 5000.0, "p99 1,500 ms <= 5,000 ms"),
+                Criterion("checks", True, None, None, "all passed")]
+        if offered > capacity:
+            for c in crit:
+                if c.name == fail_factor:
+                    c.ok, c.detail = False, f"{fail_factor} over at {offered:,.0f}"
+        verdict = "sustained" if all(c.ok is not False for c in crit) else "failed"
+        return TrialOutcome(rate, verdict, crit)
+
+    return trial, asked
+
+
+def resolution(lo: float) -> float:
+    return max(cap.RESOLUTION * lo, cap.MIN_STEP_EPS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(true_capacity=st.floats(3000, 300_000), start=st.sampled_from([500, 1000, 3000]))
+def test_the_search_lands_within_its_resolution_of_the_true_capacity(true_capacity, start):
+    trial, asked = system(true_capacity)
+    res = search(trial, start, max_trials=40)
+    lo, hi = res.capacity_eps, res.next_eps
+    assert res.verdict == "pass" and not res.lower_bound and res.resolution_reached
+    assert lo <= true_capacity < hi  # sustained below, failed above
+    assert true_capacity - lo <= resolution(lo) and hi - lo <= resolution(lo)
+    # bounded: the ramp's doublings, plus the bisection of [lo, 2 lo] down to 10% (at most 4 halvings + 1)
+    ramp = math.floor(math.log2(true_capacity / start)) + 2
+    assert len(asked) <= ramp + 5
+    assert len(set(asked)) == len(asked)  # no rate tried twice
+    assert res.limiting_factor == "batch duration over the trigger"
+
+
+def test_a_known_capacity_step_by_step():
+    trial, asked = system(12_345)
+    res = search(trial, 1000)
+    assert asked == [1000, 2000, 4000, 8000, 16000, 12000, 14000, 13000]  # 13,000 - 12,000 <= 10% of 12,000
+    assert (res.capacity_eps, res.next_eps, res.stop_reason) == (12000, 13000, "resolution")
+    assert res.line() == ("capacity: 12,000 events/s (next step 13,000 failed: batch duration over the trigger, "
+                          "batch_duration over at 13,000)")
+
+
+def test_the_limiting_factor_is_the_one_of_the_failing_trial_nearest_above():
+    """Far above capacity only the latency fails; just above it only the lag grows: the nearest failure is named."""
+    def trial(rate):
+        lag_ok, lat_ok = not 10_000 < rate <= 15_000, rate <= 15_000
+        crit = [Criterion("producer_rate", True, rate, rate, ""),
+                Criterion("lag_growth", lag_ok, 0.0, 0.0, "lag grew"), Criterion("latency_p99", lat_ok, 0, 0, "p99")]
+        return TrialOutcome(rate, "sustained" if lag_ok and lat_ok else "failed", crit)
+
+    res = search(trial, 5000)
+    assert [t.limiting_factor for t in res.trials][:3] == [None, None, "latency limit"]
+    assert res.capacity_eps == 10_000 and res.limiting_factor == "lag growth" and not res.lower_bound
+
+
+def test_several_failing_criteria_name_the_first_in_order_and_list_the_rest():
+    t = TrialOutcome(9000, "failed", [Criterion("producer_rate", True, 9000, 9000, "ok"),
+                                      Criterion("batch_duration", False, 1350, 1000, "p50 1,350 ms > 1,000 ms"),
+                                      Criterion("latency_p99", False, 7000, 5000, "p99 7,000 ms > 5,000 ms")])
+    assert t.limiting_factor == "batch duration over the trigger"
+    assert t.detail == "p50 1,350 ms > 1,000 ms; also latency limit: p99 7,000 ms > 5,000 ms"
+
+
+def test_a_producer_limit_makes_the_capacity_a_lower_bound():
+    trial, asked = system(50_000, producer_max=7_000)
+    res = search(trial, 1000)
+    assert res.limiting_factor == "producer limit" and res.lower_bound and res.verdict == "pass"
+    assert res.capacity_eps <= 7_000 < res.next_eps and 7_000 - res.capacity_eps <= resolution(res.capacity_eps)
+    assert res.line().startswith("capacity: at least 7,000 events/s (a lower bound: next step 7,500 failed: "
+                                 "producer limit, offered 7,000)")
+    assert "a lower bound" in res.line() and "producer limit" in res.line()
+
+
+def test_the_query_failing_below_the_producer_limit_is_not_a_lower_bound():
+    trial, _ = system(5_000, producer_max=7_000)
+    res = search(trial, 1000)
+    assert res.limiting_factor == "batch duration over the trigger" and not res.lower_bound
+
+
+def test_the_start_rate_failing_means_no_capacity():
+    trial, asked = system(500)
+    res = search(trial, 1000)
+    assert asked == [1000] and res.capacity_eps is None and res.verdict == "fail"
+    assert res.line().startswith("capacity: none found, even the start rate 1,000 events/s failed (batch duration")
+
+
+def test_trials_run_out_before_anything_fails():
+    trial, asked = system(1e9)
+    res = search(trial, 1000, max_trials=3)
+    assert asked == [1000, 2000, 4000] and res.capacity_eps == 4000 and res.lower_bound
+    assert res.limiting_factor == cap.TRIAL_LIMIT and res.stop_reason == "max_trials"
+    assert res.line() == ("capacity: at least 4,000 events/s (a lower bound: every trial up to 4,000 events/s was "
+                          "sustained; the search stopped (max trials reached) before a rate failed)")
+
+
+def test_trials_run_out_during_the_bisection():
+    trial, asked = system(12_345)
+    res = search(trial, 1000, max_trials=6)
+    assert asked == [1000, 2000, 4000, 8000, 16000, 12000]
+    assert res.capacity_eps == 12000 and res.next_eps == 16000 and not res.resolution_reached
+    assert not res.lower_bound and "--max-trials reached" in res.bounded_by
+
+
+def test_an_interrupted_search_keeps_its_trials_and_is_unjudged():
+    inner, _ = system(12_345)
+    seen = []
+
+    def trial(rate):
+        if rate == 4000:
+            return TrialOutcome(rate, "unjudged", note="interrupted")
+        return inner(rate)
+
+    res = search(trial, 1000, after_trial=seen.append)
+    assert res.interrupted and res.verdict == "unjudged" and [t.rate for t in res.trials] == [1000, 2000, 4000]
+    assert res.capacity_eps == 2000 and res.line() == ("capacity: unjudged, interrupted after 3 trials "
+                                                       "(2,000 events/s sustained so far)")
+    assert [len(s.trials) for s in seen] == [1, 2, 3]
+
+
+# ------------------------------------------------------------------------------------------------ judging real runs
+T_WINDOW = 1795393148.7972336  # traffic_start of the run below
+
+
+def real_failed_result() -> dict:
+    """From a real run on this project's 2-core machine, trimmed to what capacity reads: `harness run steady` at a
+    constant 6,000 events/s, 8 s warm-up, 20 s window, while other work loaded the machine: the first batch
+    with data took 27 s, so the window saw one 161,421-row batch of 18 s."""
+    return {
+        "schema_version": 2, "scenario": "steady", "backend": "kafka", "verdict": "pass", "unjudged_reason": None,
+        "checks": [{"name": "drained", "ok": True, "detail": "query reached end offsets {0: 24042, ...}"},
+                   {"name": "no_loss", "ok": True, "detail": "0 acked events never delivered (allowed 0; ...)"},
+                   {"name": "no_duplicates", "ok": True, "detail": "0 duplicate deliveries (allowed 0)"},
+                   {"name": "no_skipped_sends", "ok": True, "detail": "0 scheduled events skipped by the pacer"},
+                   {"name": "produce_rate", "ok": True, "detail": "168000 produced of 168000 scheduled (1.0000, "
+                                                                  "need >= 0.95)"},
+                   {"name": "order", "ok": True, "detail": "0 out-of-order events per producer and partition"}],
+        "counts": {"produced": 168000, "acked": 168000, "delivered_unique": 168000, "duplicates": 0, "lost": 0,
+                   "expected_lost": 0, "unread": 0, "failed": 0, "failed_expected": 0, "delivered_unacked": 0,
+                   "misplaced": 0, "order_violations": 0, "sink_rows": 168000, "pacer_skipped": 0,
+                   "unacked_at_exit": 0},
+        "throughput": {"produce_eps": 6000.05, "process_rps": 8927.658868425418, "target_eps": 6000.0},
+        "latency_ms": {"p50": 28229.631, "p90": 36241.407, "p99": 38043.647, "p999": 38207.487, "max": 38240.255},
+        "batches": 3,
+        "batch_stats": {"count": 1, "with_data": 1, "input_rows": 161421, "process_rps": 8927.658868425418,
+                        "duration_ms": {"addBatch": {"p50": 17435.0, "p99": 17435.0, "max": 17435.0},
+                                        "triggerExecution": {"p50": 18081.0, "p99": 18081.0, "max": 18081.0}},
+                        "known_backlog_rows": {"max": 0, "final": 0},
+                        "rate_limited": {"batches": 0, "of": 1, "backlog_left_max": 0},
+                        "rows_per_batch": {"p50": 161421.0, "max": 161421.0}},
+        "lag_events": {"max": 165365, "mean": 105091.32, "final": 0, "samples": 50},
+        "duration_s": 111.136, "traffic_s": 20.0,
+        "warmup": {"s": 8.0, "measured_from": T_WINDOW, "events_delivered": 47999},
+    }
+
+
+# the same run's lag (reports.lag.lag_series), seconds after the first sample at T_WINDOW - 9.39
+REAL_LAG = [(0.0, 0), (1.0, 0), (2.0, 0), (3.0, 8860), (4.0, 14538), (5.0, 20966), (6.0, 26830), (7.0, 33877),
+            (8.0, 38864), (9.0, 44953), (10.0, 50844), (11.0, 56733), (12.0, 63052), (13.0, 68894), (14.0, 75721),
+            (15.0, 80962), (16.0, 85064), (17.1, 92716), (18.1, 98998), (19.1, 104514), (20.1, 111287),
+            (21.1, 117458), (22.1, 123656), (23.1, 128997), (24.1, 135246), (25.1, 141432), (26.1, 147562),
+            (27.1, 152587), (28.1, 159012), (29.1, 165365), (30.1, 161421), (31.1, 161421), (32.1, 161421)]
+
+
+def real_lag_series():
+    t0 = T_WINDOW - 9.39
+    return [{"t": t0 + dt, "lag": lag} for dt, lag in REAL_LAG]
+
+
+def sustained_result() -> dict:
+    """The same shape with the figures of a trial that kept up: 1 s batches taking 420 ms, p99 1.9 s."""
+    r = real_failed_result()
+    r["batch_stats"]["duration_ms"]["triggerExecution"] = {"p50": 420.0, "p99": 900.0, "max": 1100.0}
+    r["batch_stats"]["count"] = r["batch_stats"]["with_data"] = 20
+    r["latency_ms"] = {"p50": 980.0, "p90": 1500.0, "p99": 1900.0, "p999": 2100.0, "max": 2300.0}
+    return r
+
+
+LIMITS = Limits(trigger_interval_ms=1000.0)
+
+
+def by_name(criteria):
+    return {c.name: c for c in criteria}
+
+
+def test_the_real_overloaded_run_fails_on_batch_duration_lag_and_latency():
+    lag = lag_growth(real_lag_series(), T_WINDOW, T_WINDOW + 20.0)
+    c = by_name(judge_trial(6000, real_failed_result(), lag, LIMITS))
+    assert c["producer_rate"].ok and c["checks"].ok
+    assert c["batch_duration"].ok is False and c["batch_duration"].detail == "p50 18,081 ms > 1,000 ms"
+    # the lag rose at about R all through the second half (no commit in it), but one 18 s batch spans more than
+    # that half: the lag's trend cannot be told from its sawtooth, so the batch criterion speaks
+    lag_c = c["lag_growth"]
+    assert 5500 < lag_c.value < 6500 and lag_c.figures["cadence_s"] == 18.081 and lag_c.ok is None
+    assert c["latency_p99"].ok is False and c["latency_p99"].detail == "p99 38,044 ms > 5,000 ms"
+    t = TrialOutcome(6000, "failed", list(c.values()))
+    assert t.limiting_factor == "batch duration over the trigger"
+
+
+def test_a_trial_that_kept_up_is_sustained():
+    flat = [{"t": T_WINDOW + i, "lag": 6000 * (i % 2)} for i in range(21)]  # the 1 s sawtooth, not growth
+    criteria = judge_trial(6000, sustained_result(), lag_growth(flat, T_WINDOW, T_WINDOW + 20), LIMITS)
+    assert all(c.ok for c in criteria), [c for c in criteria if not c.ok]
+
+
+@pytest.mark.parametrize("produce_eps,skipped,ok", [(6000.05, 0, True), (5890.0, 0, True), (5870.0, 0, False),
+                                                     (6130.0, 0, False), (6000.0, 12, False)])
+def test_producer_rate_within_2_percent_and_no_pacer_skips(produce_eps, skipped, ok):
+    r = sustained_result()
+    r["throughput"]["produce_eps"], r["counts"]["pacer_skipped"] = produce_eps, skipped
+    c = by_name(judge_trial(6000, r, None, LIMITS))["producer_rate"]
+    assert c.ok is ok and c.figures["pacer_skipped"] == skipped
+    if not ok:
+        t = TrialOutcome(6000, "failed", judge_trial(6000, r, None, LIMITS))
+        assert t.limiting_factor == "producer limit"
+
+
+def test_batch_duration_against_the_trigger_interval():
+    r = sustained_result()
+    r["batch_stats"]["duration_ms"]["triggerExecution"]["p50"] = 1350.0
+    c = by_name(judge_trial(6000, r, None, LIMITS))["batch_duration"]
+    assert c.ok is False and c.detail == "p50 1,350 ms > 1,000 ms" and c.limit == 1000.0
+    assert by_name(judge_trial(6000, r, None, Limits(trigger_interval_ms=2000.0)))["batch_duration"].ok
+    zero = by_name(judge_trial(6000, r, None, Limits(trigger_interval_ms=0.0)))["batch_duration"]
+    assert zero.ok is None and "not judged" in zero.detail
+
+
+def test_latency_against_the_limit():
+    r = sustained_result()
+    assert by_name(judge_trial(6000, r, None, Limits(1000.0, latency_p99_ms=2000.0)))["latency_p99"].ok
+    c = by_name(judge_trial(6000, r, None, Limits(1000.0, latency_p99_ms=1500.0)))["latency_p99"]
+    assert c.ok is False and c.detail == "p99 1,900 ms > 1,500 ms"
+
+
+def test_failed_checks_and_unjudged_runs_fail_the_checks_criterion():
+    r = sustained_result()
+    r["verdict"] = "fail"
+    r["checks"][1] = {"name": "no_loss", "ok": False, "detail": "3 acked events never delivered (allowed 0)"}
+    c = by_name(judge_trial(6000, r, None, LIMITS))["checks"]
+    assert c.ok is False and c.detail.startswith("failed no_loss (3 acked events never delivered")
+    r["verdict"], r["unjudged_reason"] = "unjudged", "reading the sink failed: boom"
+    c = by_name(judge_trial(6000, r, None, LIMITS))["checks"]
+    assert c.ok is False and "could not be judged: reading the sink failed" in c.detail
+
+
+def test_lag_growth_needs_a_rising_slope_and_a_large_lag_at_the_end():
+    start, end = 0.0, 20.0
+    # rising 400/s (> 5% of 6,000 = 300) but still under 2 intervals of traffic (12,000) at the end: not growth
+    small = [{"t": float(i), "lag": 400 * i} for i in range(21)]
+    c = cap._lag_criterion(6000, lag_growth(small, start, end), LIMITS)
+    assert c.ok and 390 < c.value < 410
+    # rising 800/s from 5,000: 21,000 behind at the end
+    big = [{"t": float(i), "lag": 5000 + 800 * i} for i in range(21)]
+    c = cap._lag_criterion(6000, lag_growth(big, start, end), LIMITS)
+    assert c.ok is False and abs(c.figures["end_lag"] - 21000) < 1
+    assert c.detail == ("lag grew 800 events/s over the window's second half (> 5% of R = 300), 21,000 events "
+                        "behind at its end (> 12,000)")
+    # batches of 3 s (over the 1 s trigger): the query commits every 3 s, so 21,000 behind is within 2 x 3 s of R
+    c = cap._lag_criterion(6000, lag_growth(big, start, end), LIMITS, batch_p50_ms=3000.0)
+    assert c.ok and c.figures["end_lag_max"] == 36000
+    # a large backlog being drained: falling, fine
+    falling = [{"t": float(i), "lag": 100_000 - 3000 * i} for i in range(21)]
+    assert cap._lag_criterion(6000, lag_growth(falling, start, end), LIMITS).ok
+    # a half-window of 10 s over batches of 5 s: two sawtooth teeth, no trend to fit
+    c = cap._lag_criterion(6000, lag_growth(big, start, end), Limits(trigger_interval_ms=5000.0))
+    assert c.ok is None and c.detail.startswith("not judged: the window's second half spans 10 s, under 3 batch")
+    # too few samples: not judged
+    few = lag_growth(big[-2:], start, end)
+    assert cap._lag_criterion(6000, few, LIMITS).ok is None
+
+
+# ------------------------------------------------------------------------------------------------ the command
+TRIGGER_1S = '[spark]\ntrigger = { kind = "processingTime", interval = "1 second" }\n'
+
+
+def fake_pipeline(monkeypatch, true_capacity: float, interrupt_at: float | None = None):
+    """Stand in for harness.runner.run: an ordinary scenario per trial (checked), a result that keeps up below
+    `true_capacity` and overruns the trigger above it."""
+    asked = []
+
+    def fake_run(name, overrides, out, console):
+        scenario, _, _ = load_scenario(name, overrides)
+        rate = scenario.producers.rate.eps
+        asked.append((overrides, out.name, rate, scenario.producers.duration_s, scenario.producers.warmup_s))
+        if rate == interrupt_at:
+            raise KeyboardInterrupt
+        out.mkdir(parents=True, exist_ok=True)
+        r = sustained_result()
+        r["throughput"]["produce_eps"] = rate
+        if rate > true_capacity:
+            r["batch_stats"]["duration_ms"]["triggerExecution"]["p50"] = 1000.0 * rate / true_capacity
+        (out / "result.json").write_text(json.dumps(r))
+        return RunOutcome(out, r, 0)
+
+    monkeypatch.setattr("harness.runner.run", fake_run)
+    return asked
+
+
+def test_the_command_runs_ordinary_trials_and_writes_capacity_json(tmp_path, monkeypatch, capsys):
+    asked = fake_pipeline(monkeypatch, 4_321)
+    path = write(tmp_path, MINIMAL + TRIGGER_1S)
+    out = tmp_path / "cap"
+    code = main(["capacity", path, "--set", "stream.partitions=4", "--out", str(out), "--trial-s", "7",
+                 "--start-eps", "1000", "--quiet"])
+    assert code == 0
+    assert asked[0][0] == ["stream.partitions=4", 'producers.rate={kind="constant", eps=1000}',
+                           "producers.duration_s=7", f"producers.warmup_s={cap.DEFAULT_WARMUP_S:g}", "sweep={}"]
+    assert [a[1] for a in asked] == ["00-eps=1000", "01-eps=2000", "02-eps=4000", "03-eps=8000", "04-eps=6000",
+                                     "05-eps=5000", "06-eps=4500", "07-eps=4200"]
+    assert {a[3] for a in asked} == {7.0} and {a[4] for a in asked} == {cap.DEFAULT_WARMUP_S}
+    saved = json.loads((out / "capacity.json").read_text())
+    assert saved["verdict"] == "pass" and saved["capacity_eps"] == 4200 and saved["next_eps"] == 4500
+    assert saved["limiting_factor"] == "batch duration over the trigger" and saved["lower_bound"] is False
+    trial = saved["trials"][3]
+    assert trial["rate_eps"] == 8000 and trial["run_dir"] == "03-eps=8000"
+    assert set(trial["criteria"]) == set(cap.CRITERIA) and trial["criteria"]["producer_rate"]["value"] == 8000
+    md = (out / "capacity.md").read_text()
+    assert "**capacity: 4,200 events/s (next step 4,500 failed: batch duration over the trigger, p50 1,041 ms > " \
+           "1,000 ms)**" in md
+    assert "| 3 | 8,000 | failed | 8,000 | 0 | 1,851 ✗ |" in md
+    assert capsys.readouterr().out.strip().splitlines()[-1] == saved["summary"]
+
+
+def test_the_trigger_interval_bounds_batches_and_the_scenario_latency_limit_is_kept(tmp_path, monkeypatch, capsys):
+    fake_pipeline(monkeypatch, 2_500)
+    path = write(tmp_path, MINIMAL + TRIGGER_1S + '[checks]\nlatency_p99_ms = 3000\n')
+    out = tmp_path / "cap"
+    assert main(["capacity", path, "--out", str(out), "--trial-s", "5", "--quiet"]) == 0
+    saved = json.loads((out / "capacity.json").read_text())
+    assert saved["settings"]["start_eps"] == 100  # the scenario's own constant rate
+    assert saved["thresholds"]["batch_duration"]["trigger_execution_p50_max_ms"] == 1000.0
+    assert saved["thresholds"]["latency_p99"] == {"max_ms": 3000.0, "from": "checks.latency_p99_ms"}
+    assert saved["capacity_eps"] <= 2500 < saved["next_eps"]
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("capacity: 2,") and "failed: batch duration over the trigger, p50 " in line
+
+
+def test_the_start_rate_failing_exits_1(tmp_path, monkeypatch, capsys):
+    fake_pipeline(monkeypatch, 50)
+    path = write(tmp_path, MINIMAL + TRIGGER_1S)
+    assert main(["capacity", path, "--out", str(tmp_path / "c"), "--quiet"]) == 1
+    assert "even the start rate 100 events/s failed" in capsys.readouterr().out
+
+
+def test_ctrl_c_keeps_what_was_measured_unjudged(tmp_path, monkeypatch):
+    asked = fake_pipeline(monkeypatch, 10_000, interrupt_at=4000)
+    path = write(tmp_path, MINIMAL)
+    out = tmp_path / "cap"
+    assert main(["capacity", path, "--out", str(out), "--start-eps", "1000", "--quiet"]) == 130
+    saved = json.loads((out / "capacity.json").read_text())
+    assert len(asked) == 3 and saved["verdict"] == "unjudged" and saved["capacity_eps"] == 2000
+    assert [t["verdict"] for t in saved["trials"]] == ["sustained", "sustained", "unjudged"]
+
+
+def test_capacity_json_is_rewritten_after_every_trial(tmp_path, monkeypatch):
+    seen = []
+    inner = fake_pipeline(monkeypatch, 3_000)
+    import harness.runner as runner
+    real_fake = runner.run
+
+    def spy(name, overrides, out, console):
+        cap_json = out.parent / "capacity.json"
+        seen.append(len(json.loads(cap_json.read_text())["trials"]) if cap_json.exists() else 0)
+        return real_fake(name, overrides, out, console)
+
+    monkeypatch.setattr("harness.runner.run", spy)
+    path = write(tmp_path, MINIMAL + TRIGGER_1S)
+    main(["capacity", path, "--out", str(tmp_path / "cap"), "--start-eps", "1000", "--quiet"])
+    assert seen == list(range(len(inner)))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--trial-s", "0"], "--trial-s 0.0: must be a positive number"),
+    (["--max-trials", "0"], "--max-trials 0: must be a positive integer"),
+    (["--start-eps", "-5"], "--start-eps -5.0: must be a positive number"),
+    (["--latency-p99-ms", "0"], "--latency-p99-ms 0.0"),
+    (["--set", "stream.partitions=0"], "stream.partitions"),
+    (["--set", "producers.batch_size=many"], "producers.batch_size"),
+    (["--set", 'spark.trigger={kind="availableNow"}'], "spark.trigger.kind = 'availableNow'"),
+    (["--set", 'spark.trigger.interval="soon"'], "spark.trigger.interval"),
+])
+def test_bad_input_exits_2_naming_the_field_before_any_trial(tmp_path, monkeypatch, capsys, argv, message):
+    asked = fake_pipeline(monkeypatch, 1000)
+    path = write(tmp_path, MINIMAL)
+    assert main(["capacity", path, "--out", str(tmp_path / "cap"), "--quiet"] + argv) == 2
+    assert message in capsys.readouterr().err
+    assert asked == [] and not (tmp_path / "cap").exists()
+
+
+def test_the_default_latency_limit_leaves_room_for_a_long_trigger(tmp_path):
+    five = write(tmp_path, MINIMAL + '[spark]\ntrigger = { kind = "processingTime", interval = "5 seconds" }\n')
+    limits = cap.plan(five, [], latency_p99_ms=None, trial_s=10, max_trials=3, start_eps=None)["limits"]
+    assert (limits.latency_p99_ms, limits.trigger_interval_ms) == (15000.0, 5000.0)
+    assert limits.latency_from == "default: 3 x the trigger interval"
+    given = cap.plan(five, [], latency_p99_ms=2500, trial_s=10, max_trials=3, start_eps=None)["limits"]
+    assert (given.latency_p99_ms, given.latency_from) == (2500.0, "--latency-p99-ms")
+    (tmp_path / "one").mkdir()
+    one = write(tmp_path / "one", MINIMAL + TRIGGER_1S)
+    assert cap.plan(one, [], latency_p99_ms=None, trial_s=10, max_trials=3, start_eps=None)["limits"].latency_p99_ms \
+        == cap.DEFAULT_LATENCY_P99_MS
