@@ -23,6 +23,7 @@ RC = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.sp
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
 FAULT_COLOR, WARMUP_COLOR = "#d62728", "#7f7f7f"
+MARGIN_IN = (0.85, 1.75, 0.3, 0.55)  # left, right, top, bottom
 
 
 class Chart:
@@ -32,7 +33,12 @@ class Chart:
                  axes: int = 1):
         self.id, self.title, self.caption = fig_id, title, caption
         with matplotlib.rc_context(RC):
-            self.fig = Figure(figsize=(width, height * axes), layout="constrained")
+            # fixed margins (inches), the same on every chart: time axes line up down the page, and drawing is
+            # three times faster than with a layout engine; the right margin holds the legend
+            h = height * axes
+            self.fig = Figure(figsize=(width, h))
+            self.fig.subplots_adjust(left=MARGIN_IN[0] / width, right=1 - MARGIN_IN[1] / width,
+                                     top=1 - MARGIN_IN[2] / h, bottom=MARGIN_IN[3] / h, hspace=0.3)
             self.axes = self.fig.subplots(axes, 1, sharex=True, squeeze=False)[:, 0].tolist()
         self.ax = self.axes[0]
         self.points = 0

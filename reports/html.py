@@ -101,7 +101,7 @@ def latency_time_chart(run: dict, spans) -> Chart | None:
     c.ax.set_yscale("log")
     ms_axis(c.ax)
     c.ax.set_xlabel("s since traffic started (intended send time)")
-    c.ax.set_ylabel("ms")
+    c.ax.set_ylabel("latency")
     c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
     return c
@@ -141,7 +141,8 @@ def lag_chart(run: dict, spans) -> Chart | None:
     c.ax.set_yticks(ticks, [parts[i] for i in ticks])
     c.ax.set_ylabel("partition")
     c.ax.set_xlabel("s since traffic started")
-    c.fig.colorbar(im, ax=c.ax, label="events behind", pad=0.01)
+    box = c.ax.get_position()  # the colour scale in the right margin, so the time axis lines up with the others
+    c.fig.colorbar(im, cax=c.fig.add_axes((box.x1 + 0.012, box.y0, 0.012, box.height)), label="events behind")
     shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
     return c
 
