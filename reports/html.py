@@ -297,12 +297,43 @@ def placement_chart(run: dict) -> Chart | None:
     return c
 
 
+def clients_chart(run: dict) -> Chart | None:
+    """Kafka consumers (the proxy's records) or Event Hubs receivers (the source's records) created per batch:
+    a cached client costs nothing, a new one a connection and a fetch from scratch."""
+    result = run["result"]
+    kafka = (result.get("consumers") or {}).get("per_batch") or {}
+    eh = (result.get("source") or {}).get("per_batch") or {}
+    if kafka:
+        bars = {"created": {int(b): v.get("created", 0) for b, v in kafka.items()}}
+        what, source = "Kafka consumers", "the TCP proxy's connection records (a new client instance)"
+    elif eh:
+        bars = {k: {int(b): v.get(k, 0) for b, v in eh.items()} for k in ("created", "reused", "mismatch")}
+        what, source = "Event Hubs receivers", "the source's own task records"
+    else:
+        return None
+    batches = sorted({b for per in bars.values() for b in per})
+    totals = ", ".join(f"{k} {sum(per.values()):,}" for k, per in bars.items())
+    c = Chart("fig-clients", f"{what} per batch", f"From {source}: {totals}.", height=2.4)
+    bottom = np.zeros(len(batches))
+    for i, (k, per) in enumerate(bars.items()):
+        values = np.array([per.get(b, 0) for b in batches], dtype=float)
+        c.mark(c.ax.bar(batches, values, bottom=bottom, color=COLORS[[1, 2, 3][i]], label=k, width=0.8),
+               len(batches))
+        bottom += values
+    c.ax.set_xlabel("batch id")
+    c.ax.set_ylabel("clients")
+    c.ax.xaxis.get_major_locator().set_params(integer=True)
+    c.ax.yaxis.get_major_locator().set_params(integer=True)
+    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return c
+
+
 def figures(run: dict) -> list[Chart]:
     t0 = float((run["series"] or {}).get("t0") or 0.0)
     spans = fault_spans(run["result"], t0) if t0 else []
     built = [throughput_chart(run, spans), latency_time_chart(run, spans), latency_distribution_chart(run),
              lag_chart(run, spans), skew_chart(run), phases_chart(run, spans, t0) if t0 else None,
-             task_spread_chart(run, spans), placement_chart(run)]
+             task_spread_chart(run, spans), placement_chart(run), clients_chart(run)]
     return [c for c in built if c is not None]
 
 

@@ -43,3 +43,17 @@ def test_a_sweep_draws_each_figure_against_the_swept_setting():
     svg = c.html()
     assert svg.startswith('<figure class="chart" id="fig-swept-process-rps" data-points="6">')
     assert len(re.findall(r'<g id="data-fig-swept-process-rps-\d+"', svg)) == 2
+
+
+def test_clients_created_per_batch_come_from_the_proxy_on_kafka_and_the_source_on_event_hubs():
+    from reports.html import clients_chart
+
+    kafka = {"result": {"consumers": {"per_batch": {"0": {"created": 0}, "1": {"created": 8}, "2": {"created": 0}}}}}
+    c = clients_chart(kafka)
+    assert c.title == "Kafka consumers per batch" and c.points == 3 and "created 8." in c.caption
+    eh = {"result": {"source": {"per_batch": {"1": {"created": 4, "reused": 0}, "2": {"created": 1, "reused": 3,
+                                                                                       "mismatch": 1}}}}}
+    c = clients_chart(eh)
+    assert c.title == "Event Hubs receivers per batch" and c.points == 6  # created, reused, mismatch x 2 batches
+    assert "created 5, reused 3, mismatch 1" in c.caption
+    assert clients_chart({"result": {}}) is None
