@@ -8,7 +8,8 @@ rounded to multiples of `MIN_STEP_EPS`. `--max-trials` bounds the whole search (
 is `lo`; the limiting factor is the one the trial at `hi` failed on. It is a *lower bound* (said in capacity.json,
 capacity.md and the final line) when nothing about the query bounded it: the trial at `hi` failed on the producer
 limit (the harness could not offer the load), or every trial was sustained before `--max-trials` ran out.
-When the start rate itself fails there is no capacity (exit 1); Ctrl-C keeps what was measured, `unjudged` (130).
+When the start rate itself fails, the search steps down the same way (halving) until a rate is sustained, then
+bisects; when nothing is sustained down to `MIN_STEP_EPS` there is no capacity (exit 1); Ctrl-C keeps what was measured, `unjudged` (130).
 
 **A trial** is an ordinary run (harness.runner.run) in `<capacity dir>/<nn>-eps=<R>/` with the overrides
 `producers.rate={kind="constant", eps=R}`, `producers.duration_s=<trial_s>`, `producers.warmup_s=<the
@@ -339,9 +340,9 @@ class SearchResult:
                       else "nothing sustained yet")
             return f"capacity: unjudged, interrupted after {len(self.trials)} trials ({so_far})"
         if self.capacity_eps is None:
-            first = self.trials[0] if self.trials else None
-            return (f"capacity: none found, even the start rate {_n(first.rate if first else None)} events/s failed"
-                    f" ({first.limiting_factor}, {first.detail.split('; also ')[0]})" if first else
+            low = min(self.trials, key=lambda t: t.rate) if self.trials else None
+            return (f"capacity: none found, every rate down to {_n(low.rate if low else None)} events/s failed"
+                    f" ({low.limiting_factor}, {low.detail.split('; also ')[0]})" if low else
                     "capacity: none found (no trial ran)")
         if self.lower_bound:
             return f"capacity: at least {_n(self.capacity_eps)} events/s (a lower bound: {why})"
@@ -361,7 +362,7 @@ def _round_step(x: float, step: float) -> float:
 def search(trial: Callable[[float], TrialOutcome], start_eps: float, *, max_trials: int = DEFAULT_MAX_TRIALS,
            growth: float = GROWTH, resolution: float = RESOLUTION, min_step_eps: float = MIN_STEP_EPS,
            after_trial: Callable[[SearchResult], None] | None = None) -> SearchResult:
-    """Ramp by `growth` from `start_eps` until a trial fails, then bisect between the highest sustained and the
+    """Ramp by `growth` from `start_eps` until a trial fails (down by `growth` while nothing is sustained), then bisect between the highest sustained and the
     lowest failed rate to max(resolution x sustained, min_step_eps); at most `max_trials` trials in all.
     `after_trial` sees the result so far after every trial (capacity.json is rewritten from it)."""
     trials: list[TrialOutcome] = []
@@ -387,8 +388,10 @@ def search(trial: Callable[[float], TrialOutcome], start_eps: float, *, max_tria
         nxt: float | None
         if hi is None:
             nxt = float(round(rate * growth))
-        elif lo is None:
-            nxt, stop = None, "start_failed"
+        elif lo is None:  # nothing sustained yet: step down the same way, to the floor
+            nxt = float(round(hi / growth))
+            if nxt < min_step_eps:
+                nxt, stop = None, "start_failed"
         elif hi - lo <= max(resolution * lo, min_step_eps):
             nxt, stop = None, "resolution"
         else:

@@ -109,11 +109,19 @@ def test_the_query_failing_below_the_producer_limit_is_not_a_lower_bound():
     assert res.limiting_factor == "batch duration over the trigger" and not res.lower_bound
 
 
-def test_the_start_rate_failing_means_no_capacity():
+def test_a_failing_start_rate_steps_down_then_bisects():
     trial, asked = system(500)
     res = search(trial, 1000)
-    assert asked == [1000] and res.capacity_eps is None and res.verdict == "fail"
-    assert res.line().startswith("capacity: none found, even the start rate 1,000 events/s failed (batch duration")
+    assert asked[:2] == [1000, 500] and res.capacity_eps <= 500 < res.next_eps
+    assert res.next_eps - res.capacity_eps <= resolution(res.capacity_eps) and res.verdict == "pass"
+
+
+def test_nothing_sustained_down_to_the_floor_means_no_capacity():
+    trial, asked = system(50)  # below the 100 events/s step
+    res = search(trial, 1000)
+    assert asked == [1000, 500, 250, 125] and res.capacity_eps is None and res.verdict == "fail"
+    assert res.stop_reason == "start_failed"
+    assert res.line().startswith("capacity: none found, every rate down to 125 events/s failed (batch duration")
 
 
 def test_trials_run_out_before_anything_fails():
@@ -370,7 +378,7 @@ def test_the_start_rate_failing_exits_1(tmp_path, monkeypatch, capsys):
     fake_pipeline(monkeypatch, 50)
     path = write(tmp_path, MINIMAL + TRIGGER_1S)
     assert main(["capacity", path, "--out", str(tmp_path / "c"), "--quiet"]) == 1
-    assert "even the start rate 100 events/s failed" in capsys.readouterr().out
+    assert "every rate down to 100 events/s failed" in capsys.readouterr().out
 
 
 def test_ctrl_c_keeps_what_was_measured_unjudged(tmp_path, monkeypatch):
