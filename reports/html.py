@@ -62,6 +62,16 @@ def fault_spans(result: dict, t0: float) -> list[tuple[float, float | None, str]
 
 
 # -- the figures: each takes the loaded run and returns a Chart, or None when the run has no data for it ----------
+def time_chart(c: Chart, run: dict, spans, ylabel: str, y_format, xlabel: str = "s since traffic started") -> Chart:
+    """What every chart over the run's time has: labels, the y format, the legend outside, warm-up and faults."""
+    c.ax.set_xlabel(xlabel)
+    c.ax.set_ylabel(ylabel)
+    y_format(c.ax)
+    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
+    return c
+
+
 def throughput_chart(run: dict, spans) -> Chart | None:
     s = run["series"]
     prod, dlv = s.get("produced") or {}, s.get("delivered") or {}
@@ -80,12 +90,7 @@ def throughput_chart(run: dict, spans) -> Chart | None:
     if dlv.get("visible_t"):
         c.mark(c.ax.step(dlv["visible_t"], dlv["visible"], where="post", color=COLORS[2], lw=1.2,
                          label="visible in the sink"), len(dlv["visible_t"]))
-    c.ax.set_xlabel("s since traffic started")
-    c.ax.set_ylabel("events/s")
-    thousands(c.ax)
-    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    shade_faults(c.axes, spans, s.get("warmup_s") or 0.0)
-    return c
+    return time_chart(c, run, spans, "events/s", thousands)
 
 
 def latency_time_chart(run: dict, spans) -> Chart | None:
@@ -99,12 +104,7 @@ def latency_time_chart(run: dict, spans) -> Chart | None:
                               ("latency_p50", COLORS[0], "p50")):
         c.mark(c.ax.plot(d["t"], d[key], color=color, lw=1.1, label=label), len(d["t"]))
     c.ax.set_yscale("log")
-    ms_axis(c.ax)
-    c.ax.set_xlabel("s since traffic started (intended send time)")
-    c.ax.set_ylabel("latency")
-    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
-    return c
+    return time_chart(c, run, spans, "latency", ms_axis, "s since traffic started (intended send time)")
 
 
 def latency_distribution_chart(run: dict) -> Chart | None:
@@ -196,12 +196,7 @@ def phases_chart(run: dict, spans, t0: float) -> Chart | None:
     c.mark(polys, len(x) * len(names))
     if interval:
         c.ax.axhline(interval, color="#000", ls="--", lw=0.9)
-    c.ax.set_xlabel("s since traffic started")
-    c.ax.set_ylabel("batch time")
-    ms_axis(c.ax)
-    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
-    return c
+    return time_chart(c, run, spans, "batch time", ms_axis)
 
 
 def _trigger_ms(scenario: dict) -> float | None:
@@ -248,12 +243,7 @@ def task_spread_chart(run: dict, spans) -> Chart | None:
     c.mark(c.ax.fill_between(x, lo, hi, step="post", color=COLORS[0], alpha=0.25, lw=0), len(x))
     c.mark(c.ax.step(x, mid, where="post", color=COLORS[0], lw=1.1, label="median"), len(x))
     c.mark(c.ax.step(x, hi, where="post", color=COLORS[1], lw=0.9, label="slowest"), len(x))
-    c.ax.set_xlabel("s since traffic started (batch's first task)")
-    c.ax.set_ylabel("task time")
-    ms_axis(c.ax)
-    c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
-    return c
+    return time_chart(c, run, spans, "task time", ms_axis, "s since traffic started (batch's first task)")
 
 
 def placement_chart(run: dict) -> Chart | None:
