@@ -15,6 +15,7 @@ from typing import Any
 from reports.charts import COLORS, Chart, ms_axis, nines, nines_axis, thousands
 from reports.compare import FIGURES, _fmt, _fmt_change, _overrides
 from reports.html import CSS, _table
+from reports.series import dense_seconds
 
 # sweep figures on the swept axis: (key in sweep.json runs, title, is latency)
 SWEPT = (("process_rps", "Spark rows/s of busy batch time", False), ("latency_p99_ms", "latency p99", True),
@@ -49,8 +50,8 @@ def overlay_charts(runs: list[tuple[str, Path]]) -> list[Chart]:
         color = COLORS[i % len(COLORS)]
         d, p = s.get("delivered") or {}, s.get("produced") or {}
         if d.get("visible_t"):
-            thr.mark(thr.ax.step(d["visible_t"], d["visible"], where="post", color=color, lw=1.1, label=label),
-                     len(d["visible_t"]))
+            vt, vn = dense_seconds(d["visible_t"], d["visible"])
+            thr.mark(thr.ax.step(vt, vn, where="post", color=color, lw=1.1, label=label), len(vt))
         sched = [(t, v) for t, v in zip(p.get("t") or [], p.get("scheduled") or []) if v is not None]
         if sched:
             thr.ax.plot(*zip(*sched), "--", color=color, lw=0.8, alpha=0.7)

@@ -20,6 +20,7 @@ import numpy as np
 from harness.jsonl import read_jsonl
 from reports.charts import COLORS, Chart, human_ms, ms_axis, nines, nines_axis, shade_faults, thousands
 from reports.lag import epoch_s
+from reports.series import dense_seconds
 
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 PHASE_COLORS = dict(zip(PHASES + ("other",), COLORS))  # a phase keeps its colour whichever phases a run shows
@@ -80,16 +81,16 @@ def throughput_chart(run: dict, spans) -> Chart | None:
     target = (run["result"].get("throughput") or {}).get("target_eps", 0)
     c = Chart("fig-throughput", "Produced vs processed, events per second",
               f"Scheduled by the rate function (dashed), sent by the producers, and made visible by the sink "
-              f"(per second of its batch commits; a sink commits once a batch, so this line is spiky at low "
-              f"rates). Target {target:,.0f} events/s.")
+              f"(per second of its batch commits: one spike per batch "
+              f"commit). Target {target:,.0f} events/s.")
     if prod.get("t"):
         sched = [(t, v) for t, v in zip(prod["t"], prod["scheduled"]) if v is not None]
         if sched:
             c.mark(c.ax.plot(*zip(*sched), "--", color=COLORS[7], lw=1.2, label="scheduled"), len(sched))
         c.mark(c.ax.plot(prod["t"], prod["sent"], color=COLORS[0], lw=1.2, label="sent"), len(prod["t"]))
     if dlv.get("visible_t"):
-        c.mark(c.ax.step(dlv["visible_t"], dlv["visible"], where="post", color=COLORS[2], lw=1.2,
-                         label="visible in the sink"), len(dlv["visible_t"]))
+        vt, vn = dense_seconds(dlv["visible_t"], dlv["visible"])
+        c.mark(c.ax.step(vt, vn, where="post", color=COLORS[2], lw=1.2, label="into the sink"), len(vt))
     return time_chart(c, run, spans, "events/s", thousands)
 
 

@@ -34,6 +34,16 @@ def per_second_latency(latency_ms: np.ndarray, intended_ms: np.ndarray, t0: floa
             "latency_max": _round(groups.max()), "visible_t": vs.tolist(), "visible": vn.tolist()}
 
 
+def dense_seconds(seconds: list[int], counts: list[int]) -> tuple[list[int], list[int]]:
+    """Per-second counts with the seconds that had none filled in as 0 (a sink commits once a batch: most seconds
+    make nothing visible, and a line must not carry the last commit's count across them)."""
+    if not seconds:
+        return [], []
+    at = dict(zip(seconds, counts))
+    span = list(range(min(seconds), max(seconds) + 2))  # one 0 after the last commit ends its step
+    return span, [at.get(t, 0) for t in span]
+
+
 def percentile_curve(latency_ms: np.ndarray) -> list[list[float]]:
     if not len(latency_ms):
         return []

@@ -54,3 +54,10 @@ def test_task_rows_leave_out_failed_attempts():
     out = task_rows(tasks, T0)
     assert out == {"batch": [1], "executor": ["0"], "partition": [3], "launch_s": [1.5], "duration_ms": [200],
                    "locality": ["PROCESS_LOCAL"], "records": [7]}
+
+
+def test_seconds_without_a_commit_count_zero():
+    from reports.series import dense_seconds
+
+    assert dense_seconds([3, 6], [10, 20]) == ([3, 4, 5, 6, 7], [10, 0, 0, 20, 0])
+    assert dense_seconds([], []) == ([], [])
