@@ -254,10 +254,14 @@ def write_reports(result: dict, run_dir: Path) -> list[str]:
     """report.md and report.html beside result.json; a report that cannot be built is a problem to say, never a
     reason to lose the result (already written)."""
     from harness import atomic
-    from reports.html import build_html
+
+    def html() -> str:
+        from reports.html import build_html  # matplotlib: a broken install costs the page, not the run
+
+        return build_html(run_dir)
 
     problems = []
-    for name, build in (("report.md", lambda: build_report(result, run_dir)), ("report.html", lambda: build_html(run_dir))):
+    for name, build in (("report.md", lambda: build_report(result, run_dir)), ("report.html", html)):
         try:
             atomic.write_text(run_dir / name, build())
         except Exception as exc:  # noqa: BLE001
