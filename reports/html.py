@@ -171,15 +171,11 @@ def skew_chart(run: dict) -> Chart | None:
     return c
 
 
-def _batch_start(p: dict, t0: float) -> float | None:
-    return epoch_s(p["timestamp"]) - t0 if "timestamp" in p else None
-
-
 def phases_chart(run: dict, spans, t0: float) -> Chart | None:
     rows = [p for p in run["progress"] if p.get("numInputRows", 0) > 0 and "timestamp" in p]
     if not rows:
         return None
-    x = [_batch_start(p, t0) for p in rows]
+    x = [epoch_s(p["timestamp"]) - t0 for p in rows]
     series = {ph: [p.get("durationMs", {}).get(ph, 0) for p in rows] for ph in PHASES}
     total = [p.get("durationMs", {}).get("triggerExecution", 0) for p in rows]
     series["other"] = [max(0, tot - sum(v[i] for v in series.values())) for i, tot in enumerate(total)]

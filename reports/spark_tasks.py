@@ -196,10 +196,6 @@ def placement_tasks(run_dir: Path, source_records: Iterable[dict] = ()) -> list[
     return tasks
 
 
-def spark_placement(run_dir: Path, source_records: Iterable[dict] = ()) -> dict[str, Any]:
-    return placement_summary(placement_tasks(run_dir, source_records))
-
-
 def placement_section(summary: dict) -> list[str]:
     """The report's Markdown for it."""
     if not summary:
