@@ -20,10 +20,7 @@ import pandas as pd
 from hdrh.histogram import HdrHistogram
 
 from harness.faults.base import LossRange
-from producers.records import ACK_COLUMNS
-
-ACK_DTYPES = {"producer": "int32", "seq": "int64", "partition": "int32", "offset": "int64",
-              "intended_ms": "float64", "ack_ms": "float64", "latency_us": "int64", "error": "string"}
+from harness.history import load_acks  # noqa: F401  (the history's reader; callers import it from here)
 
 
 def _complete_rows(path: Path) -> io.StringIO | None:
@@ -31,17 +28,6 @@ def _complete_rows(path: Path) -> io.StringIO | None:
     text = path.read_text(encoding="utf-8", errors="replace")
     text = text[: text.rfind("\n") + 1]
     return io.StringIO(text) if text.count("\n") >= 1 else None
-
-
-def load_acks(producer_dir: Path) -> pd.DataFrame:
-    sources = [src for f in sorted(producer_dir.glob("acks-*.csv")) if (src := _complete_rows(f)) is not None]
-    frames = [pd.read_csv(src, dtype=ACK_DTYPES, keep_default_na=False) for src in sources]
-    if frames:
-        acks = pd.concat(frames, ignore_index=True)
-    else:
-        acks = pd.DataFrame({c: pd.Series(dtype=ACK_DTYPES[c]) for c in ACK_COLUMNS})
-    acks["produce_ms"] = acks["ack_ms"] - acks["latency_us"] / 1000.0
-    return acks
 
 
 PLACEMENT_COLUMNS = ["producer", "seq", "partition", "offset"]
