@@ -63,5 +63,8 @@ kafka-up: setup
 kafka-down: $(STAMP)
 	$(PY) -m harness kafka down
 
+bench: setup
+	$(PY) -m harness bench all $(ARGS)
+
 clean-runs:
 	rm -rf runs

@@ -8,6 +8,9 @@ same events from the same emulator in one run, and the source's fixed cost per b
   first batch excluded, as a long-running query never pays them again).
 - batch_overhead_ms: the intercept of batch time against batch rows (least squares over every batch of a query
   run with small batches and one run with large ones): what a batch costs before it reads its first event.
+
+`rows` (the suite's table, harness.bench): source_rps against sdk_loop_rps (goal: ratio >= 0.8), the batch
+overhead and the cost per 1,000 events.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import atomic
+from harness.bench import row
 from harness.backends.eventhubs.emulated import EmulatedEventHubs
 from harness.console import Console
 from harness.supervisor import Supervisor
@@ -153,6 +157,12 @@ def run_bench(json_path: str | None = None, quick: bool = False, console: Consol
         "events": events, "partitions": PARTITIONS, "payload_bytes": SIZE, "quick": quick,
         "batches": {"large": large, "small": small}, "goals": {"ratio_at_least": GOAL_RATIO},
     }
+    result["rows"] = [
+        row("source read rate", source_rps, "events/s", reference=sdk_rps, reference_name="plain SDK loop",
+            goal=f">= {GOAL_RATIO}", ok=bool(sdk_rps) and source_rps / sdk_rps >= GOAL_RATIO),
+        row("batch overhead", float(intercept), "ms"),
+        row("batch time per 1,000 events", float(slope) * 1000.0, "ms"),
+    ]
     console.info(f"  source {source_rps:,.0f} ev/s vs SDK loop {sdk_rps:,.0f} ev/s: ratio {result['ratio']:.2f} "
                  f"(goal >= {GOAL_RATIO}); batch overhead {intercept:,.0f} ms")
     if json_path:

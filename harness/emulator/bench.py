@@ -4,18 +4,22 @@ The emulator runs in its own process (its CPU is read with psutil); each produce
 unmodified azure-eventhub SDK on its own partition and reports events, wall time and ``time.process_time()``.
 Phases start on a barrier after the clients are connected, so connection setup is not counted.
 
-Result keys: send_eps, receive_eps, emulator_cpu_s_per_1k, clients_cpu_s_per_1k (CPU seconds per 1000 events
-moved, sends and receives together), producer_processes, plus per-phase details.
+Result keys: `rows` (the suite's table, harness.bench: send and receive events/s, and the emulator's CPU per 1000
+events against the SDK clients' own, goal <= 0.5: the emulator must stay cheap next to the pure-Python clients),
+send_eps, receive_eps, emulator_cpu_s_per_1k, clients_cpu_s_per_1k (CPU seconds per 1000 events moved, sends and
+receives together), producer_processes, plus per-phase details.
 """
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import time
 
+from harness import atomic
+
 HUB = "bench"
 BODY = 100
+CPU_RATIO_GOAL = 0.5  # emulator CPU per event / the SDK clients' CPU per event
 
 
 def _emulator_main(partitions: int, port_q, stop_ev) -> None:
@@ -113,9 +117,12 @@ def _cpu(pid: int) -> float:
     return t.user + t.system
 
 
-def run_bench(json_path: str | None, quiet: bool, *, producers: int = 4, events_per_producer: int = 25_000,
-              batch_size: int = 1000, prefetch: int = 300) -> dict:
-    """Send then receive ``producers * events_per_producer`` 100-byte events; returns the figures."""
+def run_bench(json_path: str | None, quick: bool = False, *, quiet: bool = True, producers: int = 4,
+              events_per_producer: int | None = None, batch_size: int = 1000, prefetch: int = 300) -> dict:
+    """Send then receive ``producers * events_per_producer`` 100-byte events (25,000 each, 5,000 with `quick`);
+    returns the figures. `quiet=False` also prints this bench's own table of the phases."""
+    if events_per_producer is None:
+        events_per_producer = 5_000 if quick else 25_000
     ctx = mp.get_context("spawn")
     port_q, stop_ev = ctx.Queue(), ctx.Event()
     emu = ctx.Process(target=_emulator_main, args=(producers, port_q, stop_ev), daemon=True)
@@ -152,12 +159,26 @@ def run_bench(json_path: str | None, quiet: bool, *, producers: int = 4, events_
     result["emulator_to_clients_cpu_ratio"] = round(
         result["emulator_cpu_s_per_1k"] / max(result["clients_cpu_s_per_1k"], 1e-9), 3
     )
+    result["rows"] = _rows(result)
+    result["quick"] = quick
     if json_path:
-        with open(json_path, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
+        atomic.write_json(json_path, result)
     if not quiet:
         _print_table(result)
     return result
+
+
+def _rows(r: dict) -> list[dict]:
+    from harness.bench import row
+
+    ratio = r["emulator_to_clients_cpu_ratio"]
+    return [
+        row("send (SDK producers)", r["send_eps"], "events/s"),
+        row("receive (SDK consumers)", r["receive_eps"], "events/s"),
+        row("emulator CPU per 1k events", r["emulator_cpu_s_per_1k"], "CPU s",
+            reference=r["clients_cpu_s_per_1k"], reference_name="SDK clients' CPU", ratio=ratio,
+            goal=f"<= {CPU_RATIO_GOAL}", ok=ratio <= CPU_RATIO_GOAL),
+    ]
 
 
 def _print_table(r: dict) -> None:

@@ -12,7 +12,7 @@ from harness.emulator.bench import run_bench
 @pytest.mark.slow  # `make test-slow`: a benchmark's smoke run, kept out of `make test`'s time budget
 def test_run_bench_small(tmp_path):
     path = tmp_path / "bench.json"
-    result = run_bench(str(path), True, producers=2, events_per_producer=3000, batch_size=500)
+    result = run_bench(str(path), quick=True, producers=2, events_per_producer=3000, batch_size=500)
     assert json.loads(path.read_text()) == result
     for key in ("send_eps", "receive_eps", "emulator_cpu_s_per_1k", "clients_cpu_s_per_1k"):
         assert isinstance(result[key], float) and result[key] > 0, key
@@ -20,3 +20,6 @@ def test_run_bench_small(tmp_path):
     assert result["events_sent"] == 6000 and result["events_received"] == 6002
     # the emulator must be cheap next to the pure-python SDK clients
     assert result["emulator_cpu_s_per_1k"] < 0.5 * result["clients_cpu_s_per_1k"]
+    cpu = result["rows"][2]  # the suite's row: the same two figures, measured side by side
+    assert cpu["value"] == result["emulator_cpu_s_per_1k"] and cpu["reference"] == result["clients_cpu_s_per_1k"]
+    assert cpu["ok"] is True
