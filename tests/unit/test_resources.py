@@ -1,0 +1,304 @@
+"""Resource sampling (harness.resources) on real processes, and its figures and leak verdicts
+(reports.resources) on synthetic samples whose slopes and sums are worked out by hand here."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from harness.resources import ProcessFinder, ResourceSampler, disk_usage, role_of
+from harness.supervisor import Supervisor, wait_until
+from reports.resources import (cpu_intervals, leaks, resources_markdown, roles_summary, slope_per_s, summarize,
+                               disk_summary)
+
+MB = 1e6
+
+
+def proc(pid, created, role, rss, cpu=0.0, fds=10, threads=5):
+    return {"pid": pid, "create_time": created, "role": role, "rss_bytes": int(rss), "cpu_s": cpu, "fds": fds,
+            "threads": threads}
+
+
+def sample(t, *procs, disk=None):
+    s = {"t": t, "procs": list(procs), "cost_ms": 1.0}
+    if disk is not None:
+        s["disk"] = disk
+    return s
+
+
+# -- roles ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cmdline, role", [
+    (["java", "-Xmx512m", "-cp", "/c/kafka_2.13-4.1.0.jar:/c/spark-core.jar", "kafka.Kafka", "/r/server.properties"],
+     "broker"),
+    (["java", "-cp", "/s/jars/*", "-Xmx1g", "org.apache.spark.deploy.SparkSubmit", "--conf",
+      "spark.master=local[2]", "pyspark-shell"], "driver-jvm"),
+    (["java", "-cp", "/s/jars/*", "org.apache.spark.executor.CoarseGrainedExecutorBackend", "--driver-url",
+      "spark://CoarseGrainedScheduler@127.0.0.1:4242", "--executor-id", "0"], "executor"),
+    (["/w/.venv/bin/python", "-m", "pyspark.daemon"], "python-worker"),
+    (["/w/.venv/bin/python", "-m", "harness.spark.query", "/r/spark/job.json"], "driver"),
+    (["/w/.venv/bin/python", "-m", "producers.process", "/r/producers/job.json", "0"], "producer"),
+    (["/w/.venv/bin/python", "-m", "locust", "-f", "producers/locustfile.py", "--worker"], "producer"),
+    (["/w/.venv/bin/python", "-m", "harness.emulator", "--port", "0"], "emulator"),
+    (["/w/.venv/bin/python", "-m", "harness.netproxy", "--dir", "/r/services/proxy"], "netproxy"),
+    (["bash", "/s/bin/spark-class", "org.apache.spark.launcher.Main"], "other"),
+])
+def test_roles_come_from_the_command_line(cmdline, role):
+    assert role_of(cmdline) == role
+
+
+# -- the sampler on real processes ---------------------------------------------------------------------------------
+# a process with known figures: N bytes touched, 3 more threads, 5 more open files, ~0.5 s of CPU burnt
+HOLD = """
+import sys, threading, time
+b = bytearray(int(sys.argv[1])); b[::4096] = b'x' * len(b[::4096])
+files = [open(sys.executable, 'rb') for _ in range(5)]
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
+end = time.process_time() + 0.5
+while time.process_time() < end:
+    pass
+print('ready', flush=True)
+time.sleep(120)
+"""
+
+
+def test_the_sampler_finds_the_runs_processes_by_environment_and_tells_restarts_apart(tmp_path):
+    run_id = f"unit-{uuid.uuid4().hex}"
+    stranger = subprocess.Popen(["sleep", "60"])  # not of the run: no HARNESS_RUN_ID
+    try:
+        with Supervisor(run_id) as sup:
+            holder = sup.spawn("holder", [sys.executable, "-c", HOLD, str(80_000_000)], stdout_pipe=True)
+            assert holder.proc.stdout.readline().strip() == b"ready"
+            sleepers = [sup.spawn(f"sleep-{i}", ["sleep", "60"]) for i in range(19)]
+            sampler = ResourceSampler(tmp_path / "resources.jsonl", run_id, tmp_path)
+            first = sampler.sample()
+            by_pid = {r["pid"]: r for r in first["procs"]}
+            assert stranger.pid not in by_pid
+            assert {holder.pid, os.getpid(), *(s.pid for s in sleepers)} == set(by_pid)
+            assert by_pid[os.getpid()]["role"] == "runner"
+            assert by_pid[holder.pid]["role"] == "other"
+            assert by_pid[holder.pid]["rss_bytes"] > 80_000_000  # the 80 MB it touched are resident
+            assert by_pid[holder.pid]["threads"] == 4  # main + 3
+            assert by_pid[holder.pid]["fds"] == 3 + 5  # stdin, stdout, stderr + its files
+            assert 0.5 <= by_pid[holder.pid]["cpu_s"] < 1.5
+            assert abs(by_pid[holder.pid]["create_time"] - time.time()) < 30
+            # 21 processes: what one sample costs, without the disk walk (the first sample walked)
+            costs = [sampler.sample()["cost_ms"] for _ in range(5)]
+            assert statistics.median(costs) < 50, costs
+            sup.stop(holder)
+            again = sup.spawn("holder", [sys.executable, "-c", HOLD, str(1_000_000)], stdout_pipe=True)
+            assert again.proc.stdout.readline().strip() == b"ready"
+            later = sampler.sample()
+            keys = {(r["pid"], r["create_time"]) for r in later["procs"]}
+            assert (holder.pid, by_pid[holder.pid]["create_time"]) not in keys
+            assert any(pid == again.pid for pid, _ in keys)
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_a_process_that_execs_into_another_program_changes_role(tmp_path):
+    run_id = f"unit-{uuid.uuid4().hex}"
+    with Supervisor(run_id) as sup:
+        go = tmp_path / "go"
+        # the wrapper's own command line must not name the role: the program and its argument come from variables
+        env = dict(os.environ, PY=sys.executable, ARG="producers.process", GO=str(go))
+        child = sup.spawn("wrapper", ["bash", "-c", 'while [ ! -e "$GO" ]; do sleep 0.05; done; '
+                                                    'exec "$PY" -c "import time; time.sleep(60)" "$ARG"'], env=env)
+        sampler = ResourceSampler(tmp_path / "resources.jsonl", run_id, tmp_path)
+        before = {r["pid"]: r["role"] for r in sampler.sample()["procs"]}
+        assert before[child.pid] == "other"  # bash
+        go.touch()
+        wait_until(lambda: {r["pid"]: r["role"] for r in sampler.sample()["procs"]}.get(child.pid) == "producer",
+                   10, what="the exec'd role")
+
+
+def test_the_thread_appends_one_line_per_sample_until_stopped(tmp_path):
+    (tmp_path / "sink").mkdir()
+    (tmp_path / "sink" / "part-0.parquet").write_bytes(b"x" * 100_000)
+    sampler = ResourceSampler(tmp_path / "resources.jsonl", f"none-{uuid.uuid4().hex}", tmp_path, interval_s=0.1)
+    sampler.start()
+    wait_until(lambda: (tmp_path / "resources.jsonl").exists()
+               and len((tmp_path / "resources.jsonl").read_text().splitlines()) >= 3, 10, what="three samples")
+    sampler.stop()
+    assert not sampler.is_alive()
+    rows = [json.loads(x) for x in (tmp_path / "resources.jsonl").read_text().splitlines()]
+    assert all([r["role"] for r in row["procs"]] == ["runner"] for row in rows)
+    assert rows[0]["disk"]["by_dir"]["sink"] >= 100_000
+    assert sampler.errors == []
+
+
+def test_disk_usage_counts_what_du_counts(tmp_path):
+    for d, sizes in {"sink": [100_000, 5, 70_000], "checkpoint/offsets": [300, 4096], "logs": []}.items():
+        (tmp_path / d).mkdir(parents=True)
+        for i, n in enumerate(sizes):
+            (tmp_path / d / f"f{i}").write_bytes(os.urandom(n))
+    (tmp_path / "progress.jsonl").write_bytes(b"{}\n" * 5000)
+    with open(tmp_path / "sparse", "wb") as f:  # a preallocated index file: large, nearly nothing allocated
+        f.truncate(10_000_000)
+    (tmp_path / "sink" / "link").symlink_to("/usr")  # not followed
+
+    def du(*paths):  # the independent figure: GNU du, apparent size off, symlinks not followed
+        out = subprocess.run(["du", "-s", "-B1", "-c", *map(str, paths)], capture_output=True, text=True, check=True)
+        return int(out.stdout.splitlines()[-1].split()[0])
+
+    got = disk_usage(tmp_path)
+    # du counts the directories' own blocks too; the sampler counts files only (a directory is a few KB)
+    for d in ("sink", "checkpoint", "logs"):
+        dirs = [p for p in (tmp_path / d).rglob("*") if p.is_dir() and not p.is_symlink()] + [tmp_path / d]
+        files_only = du(tmp_path / d) - sum(os.stat(p).st_blocks * 512 for p in dirs)
+        files_only -= os.lstat(tmp_path / "sink" / "link").st_blocks * 512 if d == "sink" else 0
+        assert got["by_dir"][d] == files_only, d
+    assert got["by_dir"]["(files)"] == du(tmp_path / "progress.jsonl", tmp_path / "sparse")
+    assert got["bytes"] == sum(got["by_dir"].values())
+    assert got["by_dir"]["(files)"] < 1_000_000  # the 10 MB sparse file counts what it uses
+
+
+def test_only_new_pids_have_their_environment_read(monkeypatch):
+    import harness.resources as res
+
+    read = []
+    real = res._has_env
+    monkeypatch.setattr(res, "_has_env", lambda pid, needle: read.append(pid) or real(pid, needle))
+    finder = ProcessFinder(f"none-{uuid.uuid4().hex}")
+    finder.find()
+    first = len(read)
+    assert first > 5  # every process of the machine once
+    read.clear()
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        finder.find()
+        assert child.pid in read and len(read) < first
+    finally:
+        child.kill()
+        child.wait()
+
+
+# -- figures -------------------------------------------------------------------------------------------------------
+def test_slope_is_the_least_squares_slope():
+    # t̄ = 1.5, ȳ = 1.5; Σ(t-t̄)(y-ȳ) = 2.25 - 0.25 - 0.25 + 2.25 = 4; Σ(t-t̄)² = 5
+    assert slope_per_s([(0, 0), (1, 2), (2, 1), (3, 3)]) == pytest.approx(0.8)
+    assert slope_per_s([(5, 7), (9, 7), (20, 7)]) == 0.0
+
+
+def test_cpu_is_cpu_time_deltas_over_wall_time_by_role():
+    samples = [sample(100, proc(1, 50, "broker", 1, cpu=5), proc(2, 60, "executor", 1, cpu=3)),
+               # the executor died; a producer was born at 104 and used 2 s since
+               sample(110, proc(1, 50, "broker", 1, cpu=15), proc(3, 104, "producer", 1, cpu=2)),
+               sample(120, proc(1, 50, "broker", 1, cpu=20), proc(3, 104, "producer", 1, cpu=4))]
+    assert cpu_intervals(samples) == [(100, 110, {"broker": 1.0, "producer": 0.2}),
+                                      (110, 120, {"broker": 0.5, "producer": 0.2})]
+    roles = roles_summary(samples)
+    assert roles["broker"]["cores_mean"] == 0.75 and roles["broker"]["cores_peak"] == 1.0
+    assert roles["broker"]["cpu_s"] == 20
+    assert roles["producer"]["cores_mean"] == 0.2 and roles["producer"]["cpu_s"] == 4
+    assert roles["executor"]["cores_mean"] == 0.0 and roles["executor"]["cpu_s"] == 3
+
+
+def test_role_rss_sums_its_processes_at_each_sample():
+    samples = [sample(0, proc(1, 0, "producer", 100 * MB, fds=20), proc(2, 0, "producer", 200 * MB, threads=9)),
+               sample(5, proc(1, 0, "producer", 150 * MB, fds=31), proc(2, 0, "producer", 250 * MB)),
+               sample(10, proc(1, 0, "producer", 150 * MB))]
+    r = roles_summary(samples)["producer"]
+    assert r["processes"] == 2
+    assert r["rss_peak_bytes"] == 400 * MB
+    assert r["rss_mean_bytes"] == round((300 + 400 + 150) * MB / 3)
+    assert r["rss_peak_process_bytes"] == 250 * MB
+    assert r["fds_max"] == 31 and r["threads_max"] == 9
+
+
+def test_disk_peak_final_and_per_directory():
+    samples = [sample(0, disk={"bytes": 100, "by_dir": {"sink": 60, "logs": 40}}), sample(10),
+               sample(20, disk={"bytes": 300, "by_dir": {"sink": 250, "logs": 50}}),
+               sample(30, disk={"bytes": 200, "by_dir": {"sink": 150, "checkpoint": 50}})]
+    assert disk_summary(samples) == {"samples": 3, "peak_bytes": 300, "peak_at": 20, "final_bytes": 200,
+                                     "by_dir_peak": {"checkpoint": 50, "logs": 50, "sink": 250},
+                                     "by_dir_final": {"sink": 150, "checkpoint": 50}}
+
+
+# -- leaks ---------------------------------------------------------------------------------------------------------
+def test_a_flat_process_is_ok_and_a_linear_grower_is_measured_exactly():
+    t0 = 1000.0
+    samples = [sample(t0 + 60 * k, proc(10, t0, "broker", 500 * MB + (k % 2) * 1000),
+                      proc(11, t0, "producer", 200 * MB + 100 * MB * (60 * k) / 3600))
+               for k in range(21)]  # 0 … 1200 s; the producer grows 100 MB/h exactly
+    out = leaks(samples, after_s=120, max_growth_mb_per_h=50, min_span_s=300)
+    broker, producer = out["processes"]
+    assert (broker["role"], producer["role"]) == ("broker", "producer")
+    # after the warm-up: samples at 120 … 1200 s, 19 of them
+    assert broker["samples"] == 19 and broker["span_s"] == 1080
+    assert broker["verdict"] == "ok" and abs(broker["growth_mb_per_h"]) < 0.01
+    assert producer["verdict"] == "leak" and producer["growth_mb_per_h"] == pytest.approx(100.0)
+    assert producer["rss_first_mb"] == 203.3  # 200 MB + 100 MB/h × 120 s, to 0.1 MB
+    assert out["ok"] is False and out["leaking"] == 1 and out["judged"] == 2
+    assert "producer pid 11 +100.0 MB/h" in out["detail"]
+    # the role total of a single process is that process's slope
+    assert out["roles"]["producer"]["growth_mb_per_h"] == pytest.approx(100.0)
+
+
+def test_a_noisy_slope_against_the_threshold():
+    # RSS +0, +20, +10, +30 MB at 0, 900, 1800, 2700 s: slope 0.8 × 10 MB per 900 s = 32 MB/h (hand-computed above)
+    samples = [sample(900 * k, proc(7, 0, "driver-jvm", 300 * MB + d * MB)) for k, d in enumerate((0, 20, 10, 30))]
+    over = leaks(samples, after_s=0, max_growth_mb_per_h=30, min_span_s=600)
+    assert over["processes"][0]["growth_mb_per_h"] == pytest.approx(32.0)
+    assert over["processes"][0]["verdict"] == "leak"
+    within = leaks(samples, after_s=0, max_growth_mb_per_h=40, min_span_s=600)
+    assert within["processes"][0]["verdict"] == "ok" and within["ok"] is True
+
+
+def test_a_restarted_process_is_a_new_process_with_its_own_warm_up():
+    # the driver (pid 20) is killed at 1500 s; a new one gets the same pid at 1510 and grows while it warms up
+    # (1510 … 1630 s), then stays flat
+    samples = []
+    for k in range(0, 51):
+        t = 60.0 * k
+        if t <= 1500:
+            samples.append(sample(t, proc(20, 0.0, "driver", 400 * MB)))
+        else:
+            rss = 100 * MB + min(t - 1510, 120) / 120 * 300 * MB
+            samples.append(sample(t, proc(20, 1510.0, "driver", rss)))
+    out = leaks(samples, after_s=120, max_growth_mb_per_h=20, min_span_s=300)
+    first, second = out["processes"]
+    assert (first["create_time"], second["create_time"]) == (0.0, 1510.0)
+    assert first["verdict"] == "ok" and first["growth_mb_per_h"] == 0
+    # its warm-up ends at 1630: samples at 1680 … 3000 s, all at 400 MB
+    assert second["samples"] == 23 and second["rss_first_mb"] == 400.0 and second["verdict"] == "ok"
+    assert second["growth_mb_per_h"] == 0
+    assert out["ok"] is True and out["judged"] == 2
+
+
+def test_a_process_watched_too_briefly_is_not_judged_and_says_so():
+    samples = [sample(60.0 * k, proc(1, 0.0, "broker", 300 * MB),
+                      *([proc(99, 590.0, "python-worker", (10 + 50 * k) * MB)] if 10 <= k <= 14 else []))
+               for k in range(20)]
+    out = leaks(samples, after_s=60, max_growth_mb_per_h=50, min_span_s=300)
+    worker = next(r for r in out["processes"] if r["role"] == "python-worker")
+    # born at 590 s, warm until 650 s: samples at 660, 720, 780, 840 (4 samples, 180 s) < 300 s
+    assert worker["verdict"] == "not judged" and worker["samples"] == 4 and worker["span_s"] == 180
+    assert "4 sample(s) over 180 s" in worker["detail"] and worker["growth_mb_per_h"] is None
+    assert out["ok"] is True and out["not_judged"] == 1 and out["judged"] == 1
+    nothing = leaks(samples[:3], after_s=60, max_growth_mb_per_h=50, min_span_s=300)
+    assert nothing["judged"] == 0 and "no process watched long enough" in nothing["detail"]
+
+
+def test_the_summary_and_its_markdown():
+    samples = [sample(60.0 * k, proc(1, 0.0, "broker", 300 * MB, cpu=6.0 * k),
+                      proc(2, 0.0, "producer", (100 + 10 * k) * MB, cpu=3.0 * k),
+                      disk={"bytes": 1_000_000 * (k + 1), "by_dir": {"sink": 1_000_000 * (k + 1)}})
+               for k in range(11)]
+    s = summarize(samples, after_s=0, max_growth_mb_per_h=100, min_span_s=300)
+    assert s["samples"] == 11 and s["interval_s"] == 60 and s["cost_ms"] == {"mean": 1.0, "max": 1.0}
+    assert s["roles"]["broker"]["cores_mean"] == 0.1 and s["roles"]["producer"]["cores_mean"] == 0.05
+    assert s["disk"]["peak_bytes"] == 11_000_000
+    # the producer: +10 MB a minute = 600 MB/h
+    assert s["leaks"]["processes"][1]["growth_mb_per_h"] == pytest.approx(600.0)
+    text = "\n".join(resources_markdown(s))
+    assert "## Resources" in text and "### Leaks: **LEAK**" in text
+    assert "| producer | 2 | 11 | 600 | 100 MB | 200 MB | +600.0 | **LEAK** |" in text
+    assert "| broker | 1 | 300 MB | 300 MB | 300 MB | 60.0 | 0.10 | 0.10 | 10 | 5 |" in text
+    assert "| sink | 11 MB | 11 MB |" in text
+    assert resources_markdown({}) == [] and summarize([]) == {}
