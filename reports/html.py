@@ -48,7 +48,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
             return {}
     return {"result": read_json("result.json"), "series": read_json("series.json"),
             "scenario": read_json("scenario.json"), "progress": read_jsonl(run_dir / "progress.jsonl"),
-            "timeline": read_jsonl(run_dir / "timeline.jsonl")}
+            "timeline": read_jsonl(run_dir / "timeline.jsonl"), "resources": read_jsonl(run_dir / "resources.jsonl")}
 
 
 def fault_spans(result: dict, t0: float) -> list[tuple[float, float | None, str]]:
@@ -315,12 +315,75 @@ def clients_chart(run: dict) -> Chart | None:
     return c
 
 
+def _thin(n: int, most: int = 600) -> int:
+    """Every how many samples to draw so a line keeps at most `most` points (a night's soak stays a light page)."""
+    return max(1, -(-n // most))
+
+
+def resources_chart(run: dict, spans, t0: float) -> Chart | None:
+    """RSS and CPU cores per role over time (harness.resources' samples; reports.resources sums them)."""
+    from reports.resources import MB, cpu_intervals, role_rss
+
+    samples = run["resources"]
+    rss = role_rss(samples)
+    if not rss:
+        return None
+    t0 = t0 or min(s["t"] for s in samples)
+    cpu = cpu_intervals(samples)
+    c = Chart("fig-resources", "Memory and CPU of the run's processes, per role",
+              "Top: resident memory (RSS) of each role's processes summed, in MB. Bottom: CPU cores each role "
+              "used between samples (CPU time over wall time). A restarted process drops and regrows its role's "
+              "line; a leak is a line that keeps rising after the warm-up.", height=2.5, axes=2)
+    for i, (role, series) in enumerate(rss.items()):
+        color = COLORS[i % len(COLORS)]
+        pts = series[::_thin(len(series))]
+        c.mark(c.axes[0].plot([t - t0 for t, _ in pts], [v / MB for _, v in pts], color=color, lw=1.2,
+                              label=role), len(pts))
+        steps = [(start - t0, cores.get(role, 0.0)) for start, _, cores in cpu][::_thin(len(cpu))]
+        if steps and any(v for _, v in steps):
+            c.mark(c.axes[1].step(*zip(*steps), where="post", color=color, lw=1.0), len(steps))
+    c.axes[0].set_ylabel("RSS (MB)")
+    c.axes[1].set_ylabel("CPU cores")
+    c.axes[0].set_ylim(bottom=0)
+    c.axes[1].set_ylim(bottom=0)
+    c.axes[1].set_xlabel("s since traffic started")
+    thousands(c.axes[0])
+    c.axes[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
+    return c
+
+
+def disk_chart(run: dict, spans, t0: float) -> Chart | None:
+    """The run directory's allocated bytes over time, stacked by top-level entry (sink, checkpoint, services…)."""
+    from reports.resources import MB, disk_series
+
+    series = disk_series(run["resources"])
+    if not series:
+        return None
+    t0 = t0 or series[0][0]
+    series = series[::_thin(len(series))]
+    final = series[-1][1].get("by_dir") or {}
+    dirs = sorted({d for _, x in series for d in x.get("by_dir") or {}}, key=lambda d: -final.get(d, 0))
+    peak = max(x["bytes"] for _, x in series)
+    c = Chart("fig-disk", "Disk used by the run directory",
+              f"Allocated bytes (what du counts) under the run directory, by top-level entry, stacked; peak "
+              f"{peak / MB:,.0f} MB, at the end {series[-1][1]['bytes'] / MB:,.0f} MB.", height=2.6)
+    x = [t - t0 for t, _ in series]
+    ys = [[(d_.get("by_dir") or {}).get(d, 0) / MB for _, d_ in series] for d in dirs]
+    c.mark(c.ax.stackplot(x, *ys, labels=dirs, colors=[COLORS[i % len(COLORS)] for i in range(len(dirs))],
+                          alpha=0.8), len(x) * len(dirs))
+    c.ax.set_ylim(bottom=0)
+    return time_chart(c, run, spans, "MB", thousands)
+
+
 def figures(run: dict) -> list[Chart]:
     t0 = float((run["series"] or {}).get("t0") or 0.0)
     spans = fault_spans(run["result"], t0) if t0 else []
     built = [throughput_chart(run, spans), latency_time_chart(run, spans), latency_distribution_chart(run),
              lag_chart(run, spans), skew_chart(run), phases_chart(run, spans, t0) if t0 else None,
              task_spread_chart(run, spans), placement_chart(run), clients_chart(run)]
+    if run.get("resources"):
+        built += [resources_chart(run, spans, t0), disk_chart(run, spans, t0)]
     return [c for c in built if c is not None]
 
 
@@ -350,6 +413,41 @@ def summary_words(result: dict) -> str:
     else:
         words.append(f"All {len(result.get('checks') or [])} checks passed.")
     return " ".join(html.escape(w) for w in words)
+
+
+def resources_html(run: dict) -> str:
+    """The resource figures per role and the leak verdicts, as tables (result.json's `resources`, or computed from
+    resources.jsonl for a run judged before there was one)."""
+    from reports.resources import MB, summarize
+
+    summary = run["result"].get("resources") or summarize(run["resources"])
+    if not summary.get("roles"):
+        return ""
+    rows = [[html.escape(role), r["processes"], f"{r['rss_peak_bytes'] / MB:,.0f} MB",
+             f"{r['rss_mean_bytes'] / MB:,.0f} MB", f"{r['cpu_s']:,.1f}",
+             "-" if r["cores_mean"] is None else f"{r['cores_mean']:.2f}", r["fds_max"], r["threads_max"]]
+            for role, r in summary["roles"].items()]
+    parts = ["<h2>Resources</h2>",
+             _table(["role", "processes", "peak RSS", "mean RSS", "CPU s", "cores mean", "max open files",
+                     "max threads"], rows, numeric=set(range(1, 8)))]
+    lk = summary.get("leaks") or {}
+    if lk:
+        verdict = "ok" if lk["ok"] else '<span class="bad">LEAK</span>'
+        leak_rows = [[html.escape(r["role"]), r["pid"], f"{r['span_s']:,.0f}",
+                      "-" if r["growth_mb_per_h"] is None else f"{r['growth_mb_per_h']:+,.1f}",
+                      '<span class="bad">LEAK</span>' if r["verdict"] == "leak" else html.escape(r["verdict"])]
+                     for r in lk["processes"]]
+        parts += [f"<p>Leaks: {verdict}. {html.escape(lk['detail'])} (RSS slope after a {lk['after_s']:g} s "
+                  f"warm-up against {lk['max_growth_mb_per_h']:g} MB/h; watched less than {lk['min_span_s']:g} s: "
+                  "not judged).</p>",
+                  "<details><summary>Per process</summary>"
+                  + _table(["role", "pid", "span s", "growth MB/h", "verdict"], leak_rows, numeric={1, 2, 3})
+                  + "</details>"]
+    cost = summary.get("cost_ms") or {}
+    if cost:
+        parts.append(f'<p class="muted">{summary["samples"]} samples every {summary.get("interval_s") or 0:g} s; '
+                     f'one sample cost {cost["mean"]:.1f} ms on average.</p>')
+    return "\n".join(parts)
 
 
 def environment_html(run: dict) -> str:
@@ -405,6 +503,8 @@ def build_html(run_dir: Path) -> str:
     missing = run["series"].get("error") or ("" if run["series"] else "no series.json in the run directory")
     if missing:
         parts.append(f'<p class="bad">Figures over time are missing: {html.escape(missing)}.</p>')
+    if run["resources"]:
+        parts.append(resources_html(run))
     parts += ["<h2>Environment</h2>", environment_html(run),
               f'<p class="muted">{len(charts)} figures. report.md beside this file has the same run in tables.</p>',
               "</body></html>"]

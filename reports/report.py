@@ -233,6 +233,10 @@ def build_report(result: dict, run_dir: Path) -> str:
     parts += source_section(result.get("source") or {})
     parts += placement_section(result.get("placement") or {})
     parts += consumers_section(result.get("consumers") or {})
+    if (run_dir / "resources.jsonl").exists():
+        from reports.resources import load, resources_markdown, summarize
+
+        parts += resources_markdown(result.get("resources") or summarize(load(run_dir)))
     events = read_jsonl(run_dir / "timeline.jsonl")
     t0 = events[0]["t"] if events else 0.0
     if result.get("faults"):

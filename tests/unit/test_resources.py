@@ -1,6 +1,7 @@
 """Resource sampling (harness.resources) on real processes, and its figures and leak verdicts
 (reports.resources) on synthetic samples whose slopes and sums are worked out by hand here."""
 import json
+import re
 import os
 import statistics
 import subprocess
@@ -302,3 +303,67 @@ def test_the_summary_and_its_markdown():
     assert "| broker | 1 | 300 MB | 300 MB | 300 MB | 60.0 | 0.10 | 0.10 | 10 | 5 |" in text
     assert "| sink | 11 MB | 11 MB |" in text
     assert resources_markdown({}) == [] and summarize([]) == {}
+
+
+# -- rendering -----------------------------------------------------------------------------------------------------
+def _run_dir(tmp_path, samples, result_extra=None):
+    result = {"scenario": "soak", "backend": "kafka", "verdict": "pass", "checks": [], "counts": {"produced": 1},
+              **(result_extra or {})}
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    (tmp_path / "series.json").write_text(json.dumps({"t0": 1000.0}))
+    (tmp_path / "resources.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return tmp_path
+
+
+SAMPLES = [sample(990.0 + 10 * k, proc(1, 900.0, "broker", 400 * MB, cpu=2.0 * k),
+                  proc(2, 900.0, "driver", (200 + k) * MB, cpu=1.0 * k),
+                  *([proc(3, 1000.0, "producer", 80 * MB, cpu=0.5 * k)] if k >= 1 else []),
+                  disk=({"bytes": (k + 1) * 3 * MB, "by_dir": {"sink": (k + 1) * 2 * MB, "checkpoint": (k + 1) * MB}}
+                        if k % 2 == 0 else None))
+           for k in range(7)]  # 990 … 1050 s, disk walked at 4 of them
+
+
+def test_report_html_draws_rss_cpu_and_disk_per_role_when_the_run_was_sampled(tmp_path):
+    from reports.html import build_html, disk_chart, load_run, resources_chart
+
+    run = load_run(_run_dir(tmp_path, SAMPLES))
+    c = resources_chart(run, [(20.0, 30.0, "broker #1")], 1000.0)
+    # RSS: broker 7 + driver 7 + producer 6 points; cores: 6 intervals for each of the three roles
+    assert c.id == "fig-resources" and c.points == 7 + 7 + 6 + 3 * 6
+    assert [line.get_label() for line in c.axes[0].get_legend().get_lines()] == ["broker", "driver", "producer"]
+    broker = c.axes[0].get_lines()[0]
+    assert list(broker.get_xdata()) == [-10.0, 0.0, 10.0, 20.0, 30.0, 40.0, 50.0]  # seconds since traffic started
+    assert list(broker.get_ydata()) == [400.0] * 7
+    # the broker used 2 CPU s per 10 s: 0.2 cores
+    assert set(c.axes[1].get_lines()[0].get_ydata()) == {0.2}
+    d = disk_chart(run, [], 1000.0)
+    assert d.id == "fig-disk" and d.points == 4 * 2  # four walks, two directories
+    page = build_html(tmp_path)
+    for fig in ("fig-resources", "fig-disk"):
+        assert len(re.findall(rf'<g id="data-{fig}-\d+"', page)) >= 2, fig
+    assert "<h2>Resources</h2>" in page and "Leaks: ok." in page
+
+
+def test_report_html_leaves_resources_out_when_the_run_was_not_sampled(tmp_path):
+    from reports.html import build_html
+
+    _run_dir(tmp_path, [])
+    (tmp_path / "resources.jsonl").unlink()
+    page = build_html(tmp_path)
+    assert "fig-resources" not in page and "fig-disk" not in page and "<h2>Resources</h2>" not in page
+
+
+def test_report_md_has_the_resources_section_from_result_or_from_the_samples(tmp_path):
+    from reports.report import build_report
+
+    result = {"scenario": "soak", "backend": "kafka", "verdict": "pass", "duration_s": 60, "batches": 3,
+              "checks": [], "counts": {"produced": 1}, "latency_ms": {"p50": 1.0},
+              "throughput": {"produce_eps": 1.0, "target_eps": 1.0, "process_rps": 1.0}}
+    _run_dir(tmp_path, SAMPLES)
+    text = build_report(result, tmp_path)  # no `resources` in the result: computed from resources.jsonl
+    assert "## Resources" in text and "| broker | 1 | 400 MB | 400 MB | 400 MB | 12.0 | 0.20 | 0.20 | 10 | 5 |" in text
+    stored = summarize(SAMPLES)
+    stored["roles"]["broker"]["processes"] = 3  # the stored summary wins over recomputing
+    assert "| broker | 3 |" in build_report({**result, "resources": stored}, tmp_path)
+    (tmp_path / "resources.jsonl").unlink()
+    assert "## Resources" not in build_report(result, tmp_path)
