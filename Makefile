@@ -10,7 +10,7 @@ NAME ?= steady
 CHROMIUM ?= chromium
 ARGS ?=
 
-.PHONY: setup scenario capacity test test-slow list compare kafka-up kafka-down bench clean-runs
+.PHONY: setup scenario capacity soak test test-slow list compare kafka-up kafka-down bench clean-runs
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 2; }
@@ -31,6 +31,11 @@ scenario: setup
 
 capacity: setup
 	$(PY) -m harness capacity $(NAME) $(ARGS)
+
+# make soak [NAME=soak] [DURATION=2h] [ARGS="--baseline runs/... --fail-fast"]
+SOAK_NAME = $(if $(filter command line,$(origin NAME)),$(NAME),soak)
+soak: setup
+	$(PY) -m harness soak $(SOAK_NAME) $(if $(DURATION),--duration $(DURATION)) $(ARGS)
 
 list: $(STAMP)
 	@$(PY) -m harness list

@@ -36,6 +36,18 @@ def _cmd_capacity(args) -> int:
     return outcome.exit_code
 
 
+def _cmd_soak(args) -> int:
+    from harness.console import Console
+    from harness.soak.command import soak
+
+    outcome = soak(args.scenario, duration=args.duration, seed=args.seed, fail_fast=args.fail_fast,
+                   replay=Path(args.replay) if args.replay else None,
+                   baseline=Path(args.baseline) if args.baseline else None, fail_on=args.fail_on,
+                   overrides=args.set, out=Path(args.out) if args.out else None,
+                   console=Console(quiet=True if args.quiet else None))
+    return outcome.exit_code
+
+
 def _cmd_list(args) -> int:
     for path in sorted(SCENARIOS_DIR.glob("*.toml")):
         try:
@@ -192,6 +204,22 @@ def parser() -> argparse.ArgumentParser:
                     f"{cap.DEFAULT_START_EPS:,})")
     cp.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
     cp.set_defaults(func=_cmd_capacity)
+
+    sk = sub.add_parser("soak", help="one long run: traffic shapes cycling, faults on a seeded plan, checks "
+                        "evaluated while it runs, resources and leaks, junit.xml and a CI summary")
+    sk.add_argument("scenario", nargs="?", default="soak", help="a name from scenarios/ or a .toml (default: soak)")
+    sk.add_argument("--duration", help="traffic duration, e.g. 2h, 10m, 90s (default: the scenario's)")
+    sk.add_argument("--seed", type=int, help="the seed (traffic and the random fault plan; default: the scenario's)")
+    sk.add_argument("--fail-fast", action="store_true", help="stop at the first failed live check")
+    sk.add_argument("--replay", metavar="RUN_DIR", help="run a stored soak again exactly (its scenario.json)")
+    sk.add_argument("--baseline", metavar="RUN_DIR", help="fail on harness compare's thresholds against this run")
+    sk.add_argument("--fail-on", metavar="FIGURE=+N%,...", help="the thresholds for --baseline (default: the "
+                    "scenario's soak.baseline_fail_on)")
+    sk.add_argument("--set", action="append", default=[], metavar="dotted.key=value",
+                    help="override a scenario field (value parsed as TOML), repeatable")
+    sk.add_argument("--out", help="run directory (default runs/<UTC timestamp>-<scenario>)")
+    sk.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    sk.set_defaults(func=_cmd_soak)
 
     sub.add_parser("list", help="list scenarios with one-line descriptions").set_defaults(func=_cmd_list)
 

@@ -96,6 +96,49 @@ class ChecksSpec(Strict):
     max_pacer_skipped: int = Field(0, ge=0, description="scheduled events the pacer may skip (producer behind)")
 
 
+class RandomFaults(Strict):
+    """[soak.random_faults]: the scenario's [[faults]] become a catalog. Injection times are drawn with gaps
+    uniform in `every_s`, and each injection picks one catalog entry (by `weights`), all from the scenario's seed,
+    so the same seed gives the same night. The drawn plan replaces [[faults]] in the run's resolved scenario
+    (scenario.json), which is what `harness soak --replay RUN_DIR` runs again."""
+
+    every_s: tuple[float, float] = Field((60.0, 180.0), description="[min, max] seconds between injections")
+    start_s: float = Field(30.0, ge=0, description="no injection before this (seconds after traffic starts)")
+    quiet_end_s: float = Field(60.0, ge=0, description="no injection in the last this many seconds of traffic")
+    weights: list[float] | None = Field(None, description="one per [[faults]] entry; default: equal")
+
+    @model_validator(mode="after")
+    def _sane(self):
+        lo, hi = self.every_s
+        if not 0 < lo <= hi:
+            raise ValueError(f"every_s must be [min, max] with 0 < min <= max, got {list(self.every_s)}")
+        if self.weights is not None and (not self.weights or any(w < 0 for w in self.weights)
+                                         or not any(self.weights)):
+            raise ValueError("weights must be non-negative, one per [[faults]] entry, not all zero")
+        return self
+
+
+class SoakSpec(Strict):
+    """[soak]: checks evaluated while the run goes (harness.soak.live), resources and leaks, the disk budget."""
+
+    check_every_s: float = Field(30.0, ge=1, le=3600, description="live checks evaluated this often")
+    settle_s: float = Field(120.0, gt=0, le=3600, description=(
+        "an acked event not delivered this long after its ack is overdue: live no_loss fails on it"))
+    stall_s: float = Field(180.0, gt=0, le=7200, description="no batch progress this long: live query_alive fails")
+    window_s: float = Field(60.0, gt=0, le=3600, description="live latency and throughput look at this window")
+    min_throughput_ratio: float = Field(0.8, ge=0, le=10, description=(
+        "events delivered / events acked in a window without faults must be at least this"))
+    latency_p99_ms: float | None = Field(None, gt=0, description="live p99 limit per window (default: checks.latency_p99_ms)")
+    fail_fast: bool = Field(False, description="stop the run at the first failed live check")
+    resource_interval_s: float = Field(5.0, ge=0.5, le=600, description="resource samples this often")
+    leak_after_s: float = Field(120.0, ge=0, description="RSS growth is judged on samples after this warm-up")
+    leak_mb_per_h: float = Field(256.0, gt=0, description="RSS growth per hour beyond this is a leak")
+    disk_budget_mb: float = Field(4096.0, gt=0, description="the run directory must stay within this")
+    baseline_fail_on: str = Field("p99=+50%,process_rps=-20%", description=(
+        "with --baseline: harness compare's thresholds the soak fails on"))
+    random_faults: RandomFaults | None = None
+
+
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str = ""
@@ -106,6 +149,7 @@ class Scenario(Strict):
     spark: SparkSpec = Field(default_factory=SparkSpec)
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     faults: list[options_union()] = Field(default_factory=list, description="[[faults]]: harness.faults")  # type: ignore[valid-type]
+    soak: SoakSpec | None = Field(None, description="[soak]: live checks, resources, disk budget (harness soak)")
     sweep: dict[str, list[Scalar]] = Field(default_factory=dict, description="[sweep]: dotted key -> values; "
                                            "`harness run` runs every combination (harness.sweep)")
 
@@ -138,6 +182,18 @@ class Scenario(Strict):
             combinations *= len(values)
         if combinations > MAX_SWEEP_RUNS:
             raise ValueError(f"sweep: {combinations} combinations; at most {MAX_SWEEP_RUNS} runs in one sweep")
+        return self
+
+    @model_validator(mode="after")
+    def _random_faults_catalog(self):
+        random_faults = self.soak.random_faults if self.soak else None
+        if random_faults is None:
+            return self
+        if not self.faults:
+            raise ValueError("soak.random_faults draws from the [[faults]] entries: give at least one")
+        if random_faults.weights is not None and len(random_faults.weights) != len(self.faults):
+            raise ValueError(f"soak.random_faults.weights: {len(random_faults.weights)} weights for "
+                             f"{len(self.faults)} [[faults]] entries; give one per entry")
         return self
 
     @model_validator(mode="after")

@@ -16,3 +16,9 @@ def read_jsonl(path: Path) -> list[dict]:
         except ValueError:
             continue
     return out
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    """One record, one line, flushed on return (readers tolerate a torn last line)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, default=str) + "\n")

@@ -1,0 +1,56 @@
+"""A soak's own checks, added to the verdict: every live evaluation held against the run, the leaks and the disk.
+
+Live checks (live_checks.jsonl) fail the soak if any evaluation failed, even when the end looks fine (a loss
+that healed, an hour of p99 over the limit). A soak whose live checker never ran, or broke, says so: its
+`live_checks` check fails, it does not pass by silence.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.checker import Check
+from harness.config import Scenario
+from harness.jsonl import read_jsonl
+from reports.compare import compare
+
+
+def live_checks(run_dir: Path, started_at: float | None) -> list[Check]:
+    rows = read_jsonl(run_dir / "live_checks.jsonl")
+    errors = [r["error"] for r in rows if "error" in r]
+    evaluations = [r for r in rows if "checks" in r]
+    out = [Check("live_checks", bool(evaluations) and not errors,
+                 f"{len(evaluations)} evaluations while the soak ran" + (
+                     f"; the live checker failed {len(errors)} times, first: {errors[0]}" if errors else "")
+                 if evaluations or errors else "the live checks never ran (the run ended before the first one)")]
+    names = list(dict.fromkeys(c["name"] for r in evaluations for c in r["checks"]))
+    t0 = started_at or (evaluations[0]["t"] if evaluations else 0.0)
+    for name in names:
+        seen = [(r["t"], c) for r in evaluations for c in r["checks"] if c["name"] == name]
+        judged = [(t, c) for t, c in seen if c["judged"]]
+        failed = [(t, c) for t, c in seen if not c["ok"]]
+        if failed:
+            t, c = failed[0]
+            detail = (f"failed in {len(failed)} of {len(seen)} evaluations; first at +{t - t0:,.0f} s: "
+                      f"{c['detail']}")
+        elif judged:
+            detail = f"held in all {len(judged)} judged evaluations (of {len(seen)}); last: {judged[-1][1]['detail']}"
+        else:
+            detail = f"never judged in {len(seen)} evaluations: {seen[-1][1]['detail']}"
+        out.append(Check(f"live_{name}", not failed, detail))
+    return out
+
+
+def baseline_check(run_dir: Path, baseline: Path, fail_on: str) -> tuple[Check, dict]:
+    """harness compare's regression thresholds against a stored run (needs this run's result.json); the check
+    and the comparison."""
+    summary = compare([run_dir], baseline, fail_on)
+    failures = summary["failures"]
+    return Check("baseline", not failures,
+                 f"against {baseline} ({fail_on}): " + ("; ".join(failures) if failures else "no figure moved past "
+                                                         "its threshold")), summary
+
+
+def soak_checks(scenario: Scenario, run_dir: Path, state: dict) -> list[Check]:
+    if scenario.soak is None:
+        return []
+    return live_checks(run_dir, state.get("traffic_start"))

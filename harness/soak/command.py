@@ -1,0 +1,46 @@
+"""`harness soak`: a soak scenario (or a stored night, `--replay`) run through the one runner, with the CI
+outputs a nightly job needs (junit.xml, summary.md, also appended to $GITHUB_STEP_SUMMARY) and, with
+`--baseline`, harness compare's thresholds as a check."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.config import ConfigError, load_scenario
+from harness.console import Console
+from harness.runner import RunOutcome, run_scenario
+from harness.soak.plan import parse_duration, replayed, resolve
+
+
+def soak(name: str, *, duration: str | None = None, seed: int | None = None, fail_fast: bool = False,
+         replay: Path | None = None, baseline: Path | None = None, fail_on: str | None = None,
+         overrides: list[str] | None = None, out: Path | None = None, console: Console | None = None) -> RunOutcome:
+    console = console or Console()
+    if replay is not None:
+        if duration or seed is not None or overrides:
+            raise ConfigError("--replay runs the stored night exactly: --duration, --seed and --set do not apply")
+        scenario, path = replayed(replay)
+        console.info(f"replaying {replay} (seed {scenario.seed}, {len(scenario.faults)} fault injections)")
+    else:
+        sets = list(overrides or [])
+        if duration:
+            sets.append(f"producers.duration_s={parse_duration(duration)}")
+        if seed is not None:
+            sets.append(f"seed={seed}")
+        loaded, path, _ = load_scenario(name, sets)
+        if loaded.sweep:
+            raise ConfigError(f"{path}: a soak is one run; this scenario has a [sweep]")
+        scenario = resolve(loaded)
+        overrides = sets
+    if fail_fast:
+        scenario.soak.fail_fast = True  # type: ignore[union-attr]
+    if baseline is not None and not (Path(baseline) / "result.json").is_file():
+        raise ConfigError(f"--baseline {baseline}: no result.json there; give a run directory")
+    thresholds = fail_on if fail_on is not None else scenario.soak.baseline_fail_on  # type: ignore[union-attr]
+    outcome = run_scenario(scenario, path, overrides, out, console,
+                           baseline=(Path(baseline), thresholds) if baseline is not None else None)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as f:
+            f.write((outcome.run_dir / "summary.md").read_text(encoding="utf-8"))
+    return outcome
