@@ -102,6 +102,7 @@ class RunResult(BaseModel):
     source: dict[str, Any] = Field(default_factory=dict)  # the source's own task records (Event Hubs)
     placement: dict[str, Any] = Field(default_factory=dict)  # where Spark ran the scan tasks (its event log)
     consumers: dict[str, Any] = Field(default_factory=dict)  # Kafka consumers created per batch (the TCP proxy)
+    resources: dict[str, Any] = Field(default_factory=dict)  # every process's RSS/CPU/fds/threads, disk, leaks
     latency_windows: list[dict[str, float]] = Field(default_factory=list)  # per tenth of the window: noise
     warmup: dict[str, Any] = Field(default_factory=dict)  # producers.warmup_s: its events' figures, kept apart
     backend_info: dict[str, Any] = Field(default_factory=dict)

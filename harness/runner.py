@@ -28,15 +28,18 @@ from harness.faults import FAULTS
 from harness.faults.base import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
+from harness.resources import ResourceSampler
 from harness.spark.process import SparkQueryProcess
 from harness.supervisor import Supervisor
 from harness.timeline import Timeline
 from harness.verdict import judge
 from producers.fleet import ProducerFleet
 from reports.lag import LagSampler
+from reports.ci import junit_xml, summary_markdown
 from reports.report import write_reports
 
 CATCH_UP_TRIGGERS = ("once", "availableNow")  # these read what is there and stop: traffic goes first
+RESOURCE_INTERVAL_S = 5.0  # every run's processes are sampled this often ([soak] sets its own)
 
 
 @dataclass
@@ -64,6 +67,18 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
         from harness.sweep import run_sweep
 
         return run_sweep(scenario, name_or_path, list(overrides or []), out, console)
+    if scenario.soak is not None:  # its random fault plan is drawn now and recorded (harness.soak.plan)
+        from harness.soak.plan import resolve
+
+        scenario = resolve(scenario)
+    return run_scenario(scenario, path, overrides, out, console)
+
+
+def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = None, out: Path | None = None,
+                 console: Console | None = None, baseline: tuple[Path, str] | None = None) -> RunOutcome:
+    """One run of a validated scenario (`path`: the file it came from). `baseline` = (run directory, harness
+    compare's thresholds): the result gains a `baseline` check."""
+    console = console or Console()
     run_dir = new_run_dir(scenario.name, out)
     atomic.write_json(run_dir / "scenario.json", {"file": str(path), "overrides": overrides or [],
                                                   "resolved": scenario.model_dump(mode="json")})
@@ -75,6 +90,10 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
                          console, state={"drained": False, "drain_detail": "not reached", "error": None,
                                          "interrupted": False, "backend": {}, "end_offsets": {},
                                          "scenario_dir": str(path.parent.resolve())})
+        ctx.state["resource_sampler"] = sampler = ResourceSampler(
+            run_dir / "resources.jsonl", sup.run_id, run_dir,
+            scenario.soak.resource_interval_s if scenario.soak else RESOURCE_INTERVAL_S)
+        sampler.start()
         try:
             for phase in (start_backend, start_query, run_traffic, settle_faults, drain):
                 phase(ctx)
@@ -82,6 +101,10 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
             ctx.state["interrupted"] = True
             ctx.state["error"] = "interrupted (Ctrl-C / SIGTERM): processes stopped, partial results kept"
             ctx.timeline.add("interrupted")
+            console.warn(ctx.state["error"])
+        except StoppedEarly as exc:
+            ctx.state["error"] = str(exc)
+            ctx.timeline.add("stopped_early", reason=str(exc))
             console.warn(ctx.state["error"])
         except Exception as exc:  # a failed run still gets its result.json with the reason
             ctx.state["error"] = f"{type(exc).__name__}: {exc}"
@@ -92,8 +115,21 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
     ctx.state["elapsed_s"] = time.time() - t0
     ctx.state["ended_at"] = time.time()
     atomic.write_json(run_dir / "run_state.json", ctx.state)
-    result = judge(scenario, run_dir, ctx.state).as_dict()
+    judged = judge(scenario, run_dir, ctx.state)
+    result = judged.as_dict()
     atomic.write_json(run_dir / "result.json", result)
+    comparison = None
+    if baseline is not None:
+        from harness.soak.checks import baseline_check
+
+        check, comparison = baseline_check(run_dir, *baseline)
+        judged.checks = [*judged.checks, check.as_dict()]  # type: ignore[list-item]
+        if judged.verdict == "pass" and not check.ok:
+            judged.verdict = "fail"
+        result = judged.as_dict()
+        atomic.write_json(run_dir / "result.json", result)
+    atomic.write_text(run_dir / "junit.xml", junit_xml(result))
+    atomic.write_text(run_dir / "summary.md", summary_markdown(result, comparison))
     for problem in write_reports(result, run_dir):
         console.warn(problem)
     console.summary(result, run_dir)
@@ -101,14 +137,27 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
     return RunOutcome(run_dir, result, code)
 
 
+class StoppedEarly(Exception):
+    """A live check failed and the soak was told to stop at the first failure (soak.fail_fast)."""
+
+
 # -- phases ------------------------------------------------------------------------------------------------------
 def start_backend(ctx: RunContext) -> None:
+    """The service up and the stream created. A query that starts before the traffic (not once/availableNow) has
+    its driver started first, side by side with the service: it launches its JVM and builds its session while
+    the broker starts, and waits for the source options start_query hands it."""
     s = ctx.scenario
+    ctx.timeline.add("run_started")
     s.backend.prepare(ctx)  # e.g. Kafka's proxy; a fault needing the same thing finds it in place
     for kind in dict.fromkeys(f.kind for f in s.faults):
         FAULTS[kind].prepare(ctx, [f for f in s.faults if f.kind == kind])
+    if _start_side_by_side(ctx):
+        ctx.query = _query_process(ctx, None)
+        ctx.query.start(await_source=True)
+        ctx.timeline.add("driver_launched")
     with ctx.console.step(s.backend.starting_title()):
         ctx.backend.start(ctx.run_dir, ctx.supervisor)
+        ctx.timeline.add("backend_started")
         ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})
     ctx.state["backend"] = ctx.backend.describe()
     ctx.timeline.add("backend_ready", **ctx.state["backend"])
@@ -116,20 +165,55 @@ def start_backend(ctx: RunContext) -> None:
 
 def start_query(ctx: RunContext) -> None:
     s = ctx.scenario
-    ctx.query = SparkQueryProcess(
-        ctx.run_dir, ctx.supervisor, source=ctx.backend.spark_source(s.stream.name, s.source_options()),
+    source = ctx.backend.spark_source(s.stream.name, s.source_options())
+    prestarted = ctx.query is not None and ctx.query.child is not None
+    if prestarted and tuple(source.jars) != ctx.query.jar_names:  # a classpath guessed wrong: start afresh
+        ctx.query.stop()
+        prestarted = False
+    if not prestarted:
+        ctx.query = _query_process(ctx, source)
+    if s.spark.trigger.kind in CATCH_UP_TRIGGERS:
+        return  # started by the drain, after the traffic
+    with ctx.console.step(f"starting the Spark query ({s.spark.master})"
+                          + (", its driver already up" if prestarted else "")):
+        if prestarted:
+            ctx.query.provide_source(source)
+        else:
+            ctx.query.start()
+        ctx.query.wait_started(s.spark.start_timeout_s)
+    _record_driver_marks(ctx)
+    ctx.timeline.add("query_started")
+
+
+SPARK_JARS = {"kafka": ("spark-kafka",), "eventhubs": ()}  # the driver's classpath per backend kind (its source)
+SEQUENTIAL_START_ENV = "HARNESS_SEQUENTIAL_START"  # internal: `harness bench startup`'s reference
+
+
+def _start_side_by_side(ctx: RunContext) -> bool:
+    import os
+
+    return (ctx.scenario.spark.trigger.kind not in CATCH_UP_TRIGGERS and ctx.backend.kind in SPARK_JARS
+            and not os.environ.get(SEQUENTIAL_START_ENV))
+
+
+def _query_process(ctx: RunContext, source) -> SparkQueryProcess:
+    """The query-under-test process; `source` None: the source comes once the service is up."""
+    s = ctx.scenario
+    return SparkQueryProcess(
+        ctx.run_dir, ctx.supervisor, source=source, jars=SPARK_JARS.get(ctx.backend.kind, ()),
         master=s.spark.master,
         conf=s.spark_conf(), trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
         output_mode=s.spark.output_mode, driver_memory=s.spark.driver_memory, query=s.spark.query,
         query_params=s.spark.query_params,
         # a user's query module sits next to the scenario file (harness.queries: the contract)
         python_path=[ctx.state["scenario_dir"]] if ":" in s.spark.query and "scenario_dir" in ctx.state else None)
-    if s.spark.trigger.kind in CATCH_UP_TRIGGERS:
-        return  # started by the drain, after the traffic
-    with ctx.console.step(f"starting the Spark query ({s.spark.master})"):
-        ctx.query.start()
-        ctx.query.wait_started(s.spark.start_timeout_s)
-    ctx.timeline.add("query_started")
+
+
+def _record_driver_marks(ctx: RunContext) -> None:
+    """The driver's own start-up marks (process, JVM up, session ready, source received, query started) on the
+    timeline, each line timed (`t`) when the driver took it rather than when it is copied here."""
+    for m in ctx.query.marks():
+        ctx.timeline.add(f"driver_{m['mark']}", t=m["at"])
 
 
 def run_traffic(ctx: RunContext) -> None:
@@ -144,13 +228,20 @@ def run_traffic(ctx: RunContext) -> None:
     if s.producers.warmup_s:
         ctx.timeline.add("warmup_start", at=warm_start)
     ctx.timeline.add("traffic_start", at=ctx.traffic_start)
+    ctx.state["traffic_start"] = ctx.traffic_start
+    if s.soak is not None:
+        from harness.soak.live import LiveMonitor
+
+        ctx.state["live_monitor"] = monitor = LiveMonitor(s, ctx.run_dir, ctx.console, lambda: _query_state(ctx))
+        monitor.start()
     if s.faults:
         ctx.state["nemesis"] = nemesis = Nemesis(ctx, list(s.faults), s.seed, s.producers.duration_s)
         nemesis.start()
     duration = s.producers.warmup_s + s.producers.duration_s
     with ctx.console.progress("traffic", duration) as bar:
         def tick():
-            _supervise_query(ctx)
+            ctx.state["query_watch"] = _supervise_query(ctx)
+            _stop_if_failing(ctx)
             live = fleet.live()
             bar.update(min(duration, max(0.0, time.time() - warm_start)),
                        f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
@@ -210,6 +301,11 @@ def drain(ctx: RunContext) -> None:
 
 
 def stop_everything(ctx: RunContext) -> None:
+    monitor = ctx.state.pop("live_monitor", None)
+    if monitor is not None:
+        monitor.stop()
+        if not ctx.state["interrupted"]:
+            monitor.evaluate_now()  # the state at the end of traffic (the drain is the final verdict's)
     nemesis: Nemesis | None = ctx.state.pop("nemesis", None)
     if nemesis is not None:
         nemesis.stop()  # heals whatever is still injected, also after an error or Ctrl-C
@@ -229,6 +325,9 @@ def stop_everything(ctx: RunContext) -> None:
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()
         ctx.backend.stop()
+    resources = ctx.state.pop("resource_sampler", None)
+    if resources is not None:
+        resources.stop()
     if ctx.query is not None:
         status = ctx.query.status()
         ctx.state["query"] = {"state": status.get("state"), "error": status.get("error"),
@@ -253,6 +352,16 @@ def _supervise_query(ctx: RunContext) -> str:
         raise RuntimeError(f"the Spark query stopped during the run (state {status.get('state')!r}): "
                            f"{str(status.get('error', ''))[:500]}")
     return state
+
+
+def _query_state(ctx: RunContext) -> str:
+    return "failed_as_declared" if ctx.state.get("failed_as_declared") else ctx.state.get("query_watch", "running")
+
+
+def _stop_if_failing(ctx: RunContext) -> None:
+    monitor = ctx.state.get("live_monitor")
+    if monitor is not None and monitor.failed and ctx.scenario.soak and ctx.scenario.soak.fail_fast:
+        raise StoppedEarly(f"stopped early (soak.fail_fast): live check {monitor.failed}")
 
 
 def _declared_failure(ctx: RunContext, error: str) -> bool:

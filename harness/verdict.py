@@ -25,6 +25,7 @@ from harness.jsonl import read_jsonl
 from harness.queries import resolve
 from harness.result import RunResult
 from harness.sink import read_sink
+from harness.soak.checks import soak_checks
 from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate, warmed_up
@@ -33,6 +34,7 @@ from reports.consumers import consumer_summary, read_connections
 from reports.lag import epoch_s, lag_series, lag_summary
 from reports.source_tasks import read_tasks, source_summary
 from reports.spark_tasks import placement_summary, placement_tasks
+from reports.resources import load as load_resources, summarize as summarize_resources
 from reports.series import build_series
 from reports.report import batch_stats, parse_offsets, rate_accuracy, skew_section
 
@@ -177,6 +179,14 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     checks += _source_checks(effects, result.source,
                              {} if scenario.fail_on_data_loss else rec.expected_lost_by_partition,
                              receiver_cache=scenario.source_option("harness.receiverCache", "true").lower() != "false")
+    soak = scenario.soak
+    try:  # a report for every run; judged (leaks, disk) for a soak
+        result.resources = summarize_resources(
+            load_resources(run_dir), t0=state.get("traffic_start"),
+            **({"after_s": soak.leak_after_s, "max_growth_mb_per_h": soak.leak_mb_per_h} if soak else {}))
+    except Exception as exc:  # noqa: BLE001
+        result.resources = {"error": f"reading resources.jsonl failed: {exc!r}"}
+    checks += soak_checks(scenario, run_dir, state, result.resources)
     result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
 
     result.batches = len({p.get("batchId") for p in progress})  # a batch re-run after a restart counts once

@@ -61,8 +61,8 @@ def summary_markdown(result: dict[str, Any], baseline: dict | None = None) -> st
     resources = result.get("resources") or {}
     roles = resources.get("roles") or {}
     if roles:
-        lines += ["", "| process | peak RSS MB | CPU cores (mean) |", "|---|---|---|"]
-        lines += [f"| {role} | {(r.get('peak_rss_bytes') or 0) / 2**20:,.0f} | {r.get('cpu_cores_mean', 0):.2f} |"
+        lines += ["", "| processes | peak RSS MB (10^6 B) | CPU cores (mean) |", "|---|---|---|"]
+        lines += [f"| {role} | {(r.get('rss_peak_bytes') or 0) / 1e6:,.0f} | {r.get('cores_mean') or 0:.2f} |"
                   for role, r in roles.items()]
     if baseline:
         lines += ["", f"Compared with the baseline `{baseline.get('baseline', {}).get('run')}`: "

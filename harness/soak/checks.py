@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.checker import Check
-from harness.config import Scenario
+from harness.config import Scenario, SoakSpec
 from harness.jsonl import read_jsonl
 from reports.compare import compare
 
@@ -50,7 +50,28 @@ def baseline_check(run_dir: Path, baseline: Path, fail_on: str) -> tuple[Check, 
                                                          "its threshold")), summary
 
 
-def soak_checks(scenario: Scenario, run_dir: Path, state: dict) -> list[Check]:
+def resource_checks(soak: SoakSpec, resources: dict, traffic_s: float) -> list[Check]:
+    """Leaks (RSS growth per hour after warm-up, reports.resources) and the run directory against its budget."""
+    if not resources or "error" in resources:
+        why = (resources or {}).get("error", "no resource samples (resources.jsonl)")
+        return [Check("no_leak", False, f"not judged: {why}"), Check("disk_budget", False, f"not judged: {why}")]
+    leaks = resources.get("leaks") or {}
+    long_enough = traffic_s >= soak.leak_after_s + leaks.get("min_span_s", 0.0)
+    judged_ok = leaks.get("judged", 0) > 0 or not long_enough
+    detail = leaks.get("detail", "")
+    if not leaks.get("judged") and not long_enough:
+        detail += f" (a soak of {traffic_s:g} s is too short to judge leaks)"
+    disk = resources.get("disk") or {}
+    budget = soak.disk_budget_mb * 1e6
+    peak = disk.get("peak_bytes")
+    return [Check("no_leak", bool(leaks.get("ok")) and judged_ok, detail or "no leak verdicts"),
+            Check("disk_budget", peak is not None and peak <= budget,
+                  f"the run directory peaked at {peak / 1e6:,.0f} MB (budget {soak.disk_budget_mb:,.0f} MB)"
+                  if peak is not None else "not judged: the run's disk was never measured")]
+
+
+def soak_checks(scenario: Scenario, run_dir: Path, state: dict, resources: dict) -> list[Check]:
     if scenario.soak is None:
         return []
-    return live_checks(run_dir, state.get("traffic_start"))
+    return (live_checks(run_dir, state.get("traffic_start"))
+            + resource_checks(scenario.soak, resources, scenario.producers.duration_s))

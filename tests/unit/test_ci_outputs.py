@@ -72,3 +72,9 @@ def test_the_nightly_workflow_is_valid_and_runs_the_soak():
     assert command[1:4] == ["-m", "harness", "soak"]
     args = parser().parse_args(command[3:])
     assert args.scenario == "soak" and args.duration == "2h" and args.out == "runs/nightly" and args.quiet
+
+
+def test_summary_lists_resources_per_role():
+    text = summary_markdown(result("pass", checks=[], resources={"roles": {
+        "broker": {"rss_peak_bytes": 612_000_000, "cores_mean": 0.31}}}))
+    assert "| broker | 612 | 0.31 |" in text

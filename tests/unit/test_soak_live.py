@@ -174,3 +174,20 @@ def test_a_soak_whose_live_checks_never_ran_does_not_pass_by_silence(tmp_path):
     assert checks.name == "live_checks" and not checks.ok
     (tmp_path / "live_checks.jsonl").write_text(json.dumps({"t": 1.0, "error": "OSError: gone"}) + "\n")
     assert not live_checks(tmp_path, None)[0].ok
+
+
+def test_leaks_and_disk_are_judged_and_a_long_soak_must_have_judged_a_process():
+    from harness.config import SoakSpec
+    from harness.soak.checks import resource_checks
+
+    soak = SoakSpec(disk_budget_mb=100, leak_after_s=120)
+    leaks = {"ok": True, "judged": 0, "min_span_s": 300.0, "detail": "no process watched long enough"}
+    disk = {"peak_bytes": 150e6}
+    short = {c.name: c for c in resource_checks(soak, {"leaks": leaks, "disk": disk}, traffic_s=60)}
+    assert short["no_leak"].ok and "too short to judge" in short["no_leak"].detail
+    assert not short["disk_budget"].ok and "peaked at 150 MB (budget 100 MB)" in short["disk_budget"].detail
+    long = {c.name: c for c in resource_checks(soak, {"leaks": leaks, "disk": {"peak_bytes": 1e6}}, traffic_s=3600)}
+    assert not long["no_leak"].ok and long["disk_budget"].ok
+    leaking = {**leaks, "ok": False, "judged": 3, "detail": "driver pid 7 +900.0 MB/h"}
+    assert not resource_checks(soak, {"leaks": leaking, "disk": disk}, 3600)[0].ok
+    assert [c.ok for c in resource_checks(soak, {}, 3600)] == [False, False]  # never sampled: said, not passed
