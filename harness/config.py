@@ -126,6 +126,8 @@ class SoakSpec(Strict):
         "an acked event not delivered this long after its ack is overdue: live no_loss fails on it"))
     stall_s: float = Field(180.0, gt=0, le=7200, description="no batch progress this long: live query_alive fails")
     window_s: float = Field(60.0, gt=0, le=3600, description="live latency and throughput look at this window")
+    recovery_s: float = Field(30.0, ge=0, le=3600, description=(
+        "live latency and throughput are not judged on a window overlapping a fault or this long after its heal"))
     min_throughput_ratio: float = Field(0.8, ge=0, le=10, description=(
         "events delivered / events acked in a window without faults must be at least this"))
     latency_p99_ms: float | None = Field(None, gt=0, description="live p99 limit per window (default: checks.latency_p99_ms)")

@@ -102,10 +102,6 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
             ctx.state["error"] = "interrupted (Ctrl-C / SIGTERM): processes stopped, partial results kept"
             ctx.timeline.add("interrupted")
             console.warn(ctx.state["error"])
-        except StoppedEarly as exc:
-            ctx.state["error"] = str(exc)
-            ctx.timeline.add("stopped_early", reason=str(exc))
-            console.warn(ctx.state["error"])
         except Exception as exc:  # a failed run still gets its result.json with the reason
             ctx.state["error"] = f"{type(exc).__name__}: {exc}"
             ctx.timeline.add("error", error=ctx.state["error"])
@@ -138,7 +134,8 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
 
 
 class StoppedEarly(Exception):
-    """A live check failed and the soak was told to stop at the first failure (soak.fail_fast)."""
+    """A live check failed and the soak was told to stop at the first failure (soak.fail_fast): the traffic
+    stops, the faults heal and the query drains, so the verdict on what was sent stays exact."""
 
 
 # -- phases ------------------------------------------------------------------------------------------------------
@@ -246,7 +243,15 @@ def run_traffic(ctx: RunContext) -> None:
             bar.update(min(duration, max(0.0, time.time() - warm_start)),
                        f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
                        f"batches {_count_lines(ctx.run_dir / 'progress.jsonl')}")
-        fleet.wait(duration + 120.0, tick)
+        try:
+            fleet.wait(duration + 120.0, tick)
+        except StoppedEarly as exc:  # the traffic ends now; faults heal and the query drains as usual
+            ctx.state["stopped_early"] = str(exc)
+            ctx.timeline.add("stopped_early", reason=str(exc))
+            ctx.console.warn(str(exc))
+            if ctx.state.get("nemesis") is not None:
+                ctx.state["nemesis"].stop()
+            fleet.stop()
     ctx.timeline.add("traffic_end")
     if fleet.failures():
         raise RuntimeError("; ".join(fleet.failures()))

@@ -73,5 +73,6 @@ def resource_checks(soak: SoakSpec, resources: dict, traffic_s: float) -> list[C
 def soak_checks(scenario: Scenario, run_dir: Path, state: dict, resources: dict) -> list[Check]:
     if scenario.soak is None:
         return []
-    return (live_checks(run_dir, state.get("traffic_start"))
+    early = [Check("ran_to_the_end", False, state["stopped_early"])] if state.get("stopped_early") else []
+    return (early + live_checks(run_dir, state.get("traffic_start"))
             + resource_checks(scenario.soak, resources, scenario.producers.duration_s))

@@ -8,8 +8,9 @@ costs what arrived since the last one, not the history.
 The checks, each `ok`, `detail` and `judged` (False with the reason when the moment cannot say):
 - `no_loss`: acked events overdue (not delivered `settle_s` after their ack), beyond the faults' declared loss;
 - `no_duplicates`: events delivered twice so far;
-- `latency_p99`: p99 of events committed in the last `window_s` (when a limit is set), outside fault windows;
-- `throughput`: events delivered / acked in the last `window_s`, outside fault windows;
+- `latency_p99`: p99 of events committed in the last `window_s` (when a limit is set);
+- `throughput`: events delivered / acked in the last `window_s`;
+  both not judged while a window overlaps a fault or the `recovery_s` after its heal;
 - `query_alive`: a batch reported within `stall_s` (progress.jsonl), unless a fault declared the query down.
 The final verdict (harness.soak.checks) holds every evaluation against the run: one failure fails the soak.
 """
@@ -171,7 +172,7 @@ class LiveChecker:
         effects = [Effect.from_dict(f.get("effect") or {}) for f in faults if f.get("injected_at")]
         lo = now_ms - spec.window_s * 1000.0
         disturbed = [f["kind"] for f in faults if f.get("inject_started_at") and _overlaps(
-            f["inject_started_at"] * 1000.0, ((f.get("healed_at") or now_ms / 1000.0) + spec.settle_s) * 1000.0,
+            f["inject_started_at"] * 1000.0, ((f.get("healed_at") or now_ms / 1000.0) + spec.recovery_s) * 1000.0,
             lo, now_ms)]
         out = [self._loss(now_ms, effects, query_state), LiveCheck(
             "no_duplicates", self.duplicates <= self.scenario.checks.max_duplicates, True,
