@@ -17,8 +17,15 @@ from pathlib import Path
 from typing import Callable
 
 from harness.backends.base import SparkSource
+from harness.jsonl import read_jsonl
 from harness.jvm.artifacts import resolve
 from harness.supervisor import Child, Supervisor
+
+SOURCE_KEYS = ("format", "options", "normalise", "data_sources")  # SparkSource.as_job()'s keys
+
+
+def source_part(job: dict) -> dict:
+    return {k: job[k] for k in SOURCE_KEYS}
 
 # Loopback only, no UI ports, and the file sink keeps every per-batch metadata file so the checker can time
 # each batch's commit (compaction would fold them together).
@@ -37,9 +44,16 @@ BASE_CONF = {
 
 
 class SparkQueryProcess:
-    def __init__(self, run_dir: Path, supervisor: Supervisor, *, source: SparkSource, master: str, conf: dict[str, str], trigger: dict, sink: str = "parquet",
-                 output_mode: str = "append", driver_memory: str = "1g", query_name: str = "query_under_test",
-                 query: str = "passthrough", query_params: dict | None = None, python_path: list[str] | None = None):
+    def __init__(self, run_dir: Path, supervisor: Supervisor, *, source: SparkSource | None, master: str,
+                 conf: dict[str, str], trigger: dict, sink: str = "parquet", output_mode: str = "append",
+                 driver_memory: str = "1g", query_name: str = "query_under_test", query: str = "passthrough",
+                 query_params: dict | None = None, python_path: list[str] | None = None, jars: tuple[str, ...] = (),
+                 instrumentation: bool = True):
+        """`source` None: the source comes later (`provide_source`), so the driver can start its JVM and build its
+        session while the service starts (`start(await_source=True)`); `jars` then names the artifact sets the
+        source will need on the driver's classpath, which is fixed when its JVM starts. `instrumentation` False
+        (the benchmark's reference only, harness.bench.kafka_query): no progress listener, no event log, no drain
+        polling, so the query runs as a user's would without the harness."""
         self.run_dir = run_dir
         self.supervisor = supervisor
         self.spark_dir = run_dir / "spark"
@@ -48,31 +62,61 @@ class SparkQueryProcess:
         self.sink_path = run_dir / "sink"
         self.spark_dir.mkdir(parents=True, exist_ok=True)
         self.control.mkdir(parents=True, exist_ok=True)
-        jars = [str(j) for name in source.jars for j in resolve(name)]
+        self.jar_names = tuple(source.jars) if source is not None else tuple(jars)
+        jar_paths = [str(j) for name in self.jar_names for j in resolve(name)]
         full_conf = dict(BASE_CONF)
         full_conf["spark.driver.memory"] = driver_memory
         full_conf["spark.local.dir"] = str(self.spark_dir / "tmp")
-        # Spark's event log: where each task ran (reports/spark_tasks.py); it outlives a killed driver
-        (self.spark_dir / "events").mkdir(exist_ok=True)
-        full_conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
-                          "spark.eventLog.dir": (self.spark_dir / "events").resolve().as_uri()})
-        if jars:
-            full_conf["spark.jars"] = ",".join(jars)
+        if instrumentation:
+            # Spark's event log: where each task ran (reports/spark_tasks.py); it outlives a killed driver
+            (self.spark_dir / "events").mkdir(exist_ok=True)
+            full_conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
+                              "spark.eventLog.dir": (self.spark_dir / "events").resolve().as_uri()})
+        if jar_paths:
+            full_conf["spark.jars"] = ",".join(jar_paths)
         full_conf.update(conf)
-        if source.metrics_option:  # the source's per-task records land in the run directory (source-metrics/)
-            source = replace(source, options={**source.options, source.metrics_option: str(run_dir / "source-metrics")})
         self.job = {
-            "run_dir": str(run_dir), **source.as_job(), "master": master,
+            "run_dir": str(run_dir), "master": master,
             "conf": full_conf, "trigger": trigger, "sink": sink, "output_mode": output_mode,
             "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
+            "instrumentation": instrumentation,
         }
+        if source is not None:
+            self.set_source(source)
         self.python_path = list(python_path or [])  # put first on PYTHONPATH: a user's query module lives there
         self.child: Child | None = None
         self.kills = 0
         self.restarts = 0
         self._killed = False  # the current process was killed on purpose: restart it
         self._lock = threading.Lock()
+
+    @property
+    def source_path(self) -> Path:
+        return self.control / "source.json"
+
+    @property
+    def marks_path(self) -> Path:
+        return self.spark_dir / "marks.jsonl"
+
+    def set_source(self, source: SparkSource) -> None:
+        if source.metrics_option:  # the source's per-task records land in the run directory (source-metrics/)
+            source = replace(source, options={**source.options,
+                                              source.metrics_option: str(self.run_dir / "source-metrics")})
+        self.job.update(source.as_job())
+
+    def provide_source(self, source: SparkSource) -> None:
+        """Hand the source to a driver started with `await_source=True` (it starts its query on reading it); the
+        job keeps it, so a restart after a kill starts the query straight away."""
+        self.set_source(source)
+        tmp = self.control / "source.json.tmp"
+        tmp.write_text(json.dumps(source_part(self.job)))
+        os.replace(tmp, self.source_path)
+
+    def marks(self) -> list[dict]:
+        """The driver's start-up marks ({"mark", "at"}: process, jvm_up, session_ready, source_received,
+        query_started), one set per start, in order."""
+        return read_jsonl(self.marks_path)
 
     @property
     def status_path(self) -> Path:
@@ -84,10 +128,19 @@ class SparkQueryProcess:
         except (OSError, ValueError):
             return {}
 
-    def start(self, keep_drain: bool = False) -> None:
-        """`keep_drain`: a drain target written before the start stays (once/availableNow run after traffic)."""
+    def start(self, keep_drain: bool = False, await_source: bool = False) -> None:
+        """`keep_drain`: a drain target written before the start stays (once/availableNow run after traffic).
+        `await_source`: the driver builds its session, then waits for `provide_source` before starting the query."""
+        job = dict(self.job)
+        if await_source:
+            job["source_file"] = str(self.source_path)
+            for key in SOURCE_KEYS:
+                job.pop(key, None)
+            self.source_path.unlink(missing_ok=True)
+        elif "format" not in job:
+            raise RuntimeError("the query's source is not known yet: start(await_source=True), or provide_source")
         job_path = self.spark_dir / "job.json"
-        job_path.write_text(json.dumps(self.job, indent=2))
+        job_path.write_text(json.dumps(job, indent=2))
         for stale in ("stop",) if keep_drain else ("drain.json", "stop"):
             (self.control / stale).unlink(missing_ok=True)
         self.status_path.unlink(missing_ok=True)
@@ -111,7 +164,7 @@ class SparkQueryProcess:
             # started and the first batch (offsets initialised) recorded: only then is it safe to produce
             if state == "started" and progress.exists() and progress.stat().st_size > 0:
                 return
-            time.sleep(0.25)
+            time.sleep(0.1)
         raise TimeoutError(f"Spark query not running after {timeout:.0f}s (see {self.spark_dir / 'driver.log'})")
 
     def drain(self, end_offsets: dict[str, dict[str, int]], timeout_s: float) -> None:

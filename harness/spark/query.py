@@ -4,6 +4,15 @@ Started by `harness.spark.process.SparkQueryProcess` with a job file; runs until
 `control/drain.json` with the end offsets the producers left) and the committed progress has reached them, or
 until told to stop. Every StreamingQueryProgress is appended to progress.jsonl as it happens.
 
+With `source_file` in the job (the runner starts the driver while the service is still starting), the process
+launches its JVM and builds its session first, then waits for that file (the source's format and options) and
+starts the query on reading it. Start-up marks (process, jvm_up, session_ready, source_received, query_started)
+are appended to spark/marks.jsonl: the run's timeline and `harness bench startup` read them.
+
+`instrumentation: false` in the job (harness.bench.kafka_query's reference only): no progress listener and no
+drain polling; the query (once/availableNow) runs to its end. Either way a query that ends on its own records its
+throughput (rows over its batches' span, from Spark's own recent progress) in status.json.
+
 Exit codes: 0 drained, 3 drain deadline passed, 4 the query failed (its exception is in status.json).
 """
 from __future__ import annotations
@@ -17,6 +26,7 @@ from pathlib import Path
 from harness.spark.checkpoint import committed
 
 EXIT_DRAINED, EXIT_DRAIN_TIMEOUT, EXIT_QUERY_FAILED = 0, 3, 4
+_T0 = time.time()  # the process's own imports are done: its first mark
 
 
 def _write_status(path: Path, **fields) -> None:
@@ -25,13 +35,59 @@ def _write_status(path: Path, **fields) -> None:
     os.replace(tmp, path)
 
 
-def build_session(job: dict):
+def _mark(run_dir: Path, mark: str, at: float | None = None) -> None:
+    with open(run_dir / "spark" / "marks.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"mark": mark, "at": time.time() if at is None else at}) + "\n")
+
+
+def build_session(job: dict, run_dir: Path | None = None):
+    """The JVM first (its own mark: the gateway launched with the job's conf, as the builder would launch it),
+    then the session on it."""
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
+    conf = SparkConf().setMaster(job["master"]).setAppName(job["app_name"])
+    for key, value in job["conf"].items():
+        conf.set(key, value)
+    SparkContext._ensure_initialized(conf=conf)
+    if run_dir is not None:
+        _mark(run_dir, "jvm_up")
     builder = SparkSession.builder.master(job["master"]).appName(job["app_name"])
     for key, value in job["conf"].items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def await_source(job: dict, status: Path, control: Path) -> bool:
+    """Wait for the source the runner hands over once the service is up; False when told to stop first."""
+    path = Path(job["source_file"])
+    _write_status(status, state="awaiting_source", pid=os.getpid())
+    while not path.exists():
+        if (control / "stop").exists():
+            _write_status(status, state="stopped")
+            return False
+        time.sleep(0.02)
+    job.update(json.loads(path.read_text()))
+    return True
+
+
+def throughput(query) -> dict:
+    """Rows over the span of the query's batches (first batch's start to the last one's end), from the progress
+    Spark keeps itself (spark.sql.streaming.numRecentProgressUpdates of them): the same reading with the harness's
+    listener on or off."""
+    from datetime import datetime
+
+    progress = [p for p in query.recentProgress]
+    if not progress:
+        return {"rows": 0, "batches": 0, "seconds": 0.0}
+
+    def epoch(p) -> float:
+        return datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+
+    start = epoch(progress[0])
+    end = epoch(progress[-1]) + float(progress[-1]["durationMs"].get("triggerExecution", 0)) / 1000.0
+    return {"rows": int(sum(p["numInputRows"] for p in progress)), "batches": len(progress),
+            "first_batch_id": progress[0]["batchId"], "seconds": end - start}
 
 
 def end_offsets(progress: dict | None) -> dict[str, dict[str, int]]:
@@ -85,12 +141,21 @@ def error_text(exc, query=None) -> str:
 def run(job_path: Path) -> int:
     job = json.loads(job_path.read_text())
     run_dir = Path(job["run_dir"])
+    _mark(run_dir, "process", at=_T0)
     status = run_dir / "spark" / "status.json"
     control = run_dir / "control"
     progress_path = run_dir / "progress.jsonl"
 
-    spark = build_session(job)
+    spark = build_session(job, run_dir)
     spark.sparkContext.setLogLevel(job.get("log_level", "WARN"))
+    _mark(run_dir, "session_ready")
+    if not job.get("instrumentation", True):
+        try:
+            if "source_file" in job and not await_source(job, status, control):
+                return EXIT_DRAINED
+            return _run_bare(spark, job, status)
+        finally:
+            spark.stop()
 
     from pyspark.sql.streaming import StreamingQueryListener
 
@@ -132,16 +197,20 @@ def run(job_path: Path) -> int:
     recorder = ProgressRecorder()
     spark.streams.addListener(recorder)
     try:
+        if "source_file" in job and not await_source(job, status, control):
+            return EXIT_DRAINED
         return _run_query(spark, job, status, control, recorder)
     finally:
         spark.streams.removeListener(recorder)
         spark.stop()
 
 
-def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
+def _start(spark, job: dict):
+    """The user's query on the normalised source, written to the sink with the job's trigger; started."""
     from harness.queries import resolve
     from harness.spark.events import load
 
+    _mark(Path(job["run_dir"]), "source_received")
     for path in job.get("data_sources", []):
         spark.dataSource.register(load(path))
     df = spark.readStream.format(job["format"]).options(**job["options"]).load()
@@ -156,6 +225,26 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
     else:
         writer = writer.trigger(once=True)
     query = writer.start()
+    _mark(Path(job["run_dir"]), "query_started")
+    return query
+
+
+def _run_bare(spark, job: dict, status: Path) -> int:
+    """The query as a user would run it, without the harness's instrumentation (the benchmark's reference)."""
+    if job["trigger"]["kind"] not in ("once", "availableNow"):
+        raise ValueError("instrumentation off needs a trigger that ends on its own (once, availableNow)")
+    query = _start(spark, job)
+    _write_status(status, state="started", id=str(query.id), run_id=str(query.runId), pid=os.getpid())
+    query.awaitTermination()
+    if query.exception() is not None:
+        _write_status(status, state="failed", error=error_text(query.exception(), query)[:20000])
+        return EXIT_QUERY_FAILED
+    _write_status(status, state="finished", id=str(query.id), throughput=throughput(query))
+    return EXIT_DRAINED
+
+
+def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
+    query = _start(spark, job)
     _write_status(status, state="started", id=str(query.id), run_id=str(query.runId), pid=os.getpid())
 
     drain_deadline = None
@@ -171,7 +260,8 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
                     time.sleep(0.25)
                 target = json.loads(drain.read_text())["end_offsets"] if drain.exists() else {}
                 state = "drained" if reached(recorder.ends, target) else "finished"
-                _write_status(status, state=state, id=str(query.id), ends=recorder.ends)
+                _write_status(status, state=state, id=str(query.id), ends=recorder.ends,
+                              throughput=throughput(query))
                 return EXIT_DRAINED
             _write_status(status, state="failed", error=error_text(exc, query)[:20000])
             return EXIT_QUERY_FAILED
