@@ -38,6 +38,9 @@ DISK_BUDGET_SHARE = 0.01  # the disk walk may take at most this share of wall ti
 ROLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("broker", ("kafka.Kafka",)),
     ("executor", ("CoarseGrainedExecutorBackend",)),
+    # spark-submit's scripts and the JVM that builds the driver's command line: they name SparkSubmit in their
+    # arguments but live a second (the script then execs into the driver's JVM, and its role changes)
+    ("launcher", ("org.apache.spark.launcher.Main", "bin/spark-submit", "bin/spark-class")),
     ("driver-jvm", ("org.apache.spark.deploy.SparkSubmit",)),
     # Spark's Python workers: `python -m pyspark.daemon` and its forks, or another `-m pyspark.…` worker module
     ("python-worker", ("-m pyspark.", "pyspark/daemon.py", "pyspark/worker.py")),
@@ -100,8 +103,8 @@ class ProcReader:
         self._roles: dict[int, tuple[str, str]] = {}  # pid -> (comm, role)
 
     def record(self, pid: int) -> dict | None:
-        """pid, create_time, role, rss_bytes, cpu_s (user + system, cumulative), fds, threads; None when the
-        process is gone or a zombie."""
+        """pid, create_time, role, name (the kernel's comm), rss_bytes, cpu_s (user + system, cumulative), fds,
+        threads; None when the process is gone or a zombie."""
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 stat = f.read()
@@ -117,7 +120,7 @@ class ProcReader:
             return None
         comm = head.partition(b"(")[2].decode(errors="replace")
         return {"pid": pid, "create_time": round(self.boot + int(fields[19]) / self.tick, 2),
-                "role": self._role(pid, comm), "rss_bytes": resident * self.page,
+                "role": self._role(pid, comm), "name": comm, "rss_bytes": resident * self.page,
                 "cpu_s": round((int(fields[11]) + int(fields[12])) / self.tick, 3), "fds": fds,
                 "threads": int(fields[17])}
 

@@ -320,6 +320,12 @@ def _thin(n: int, most: int = 600) -> int:
     return max(1, -(-n // most))
 
 
+# a role keeps its colour from run to run (the service, the driver's two processes, executors, producers …)
+ROLE_COLORS = {"broker": COLORS[0], "emulator": COLORS[0], "netproxy": COLORS[9], "driver": COLORS[1],
+               "driver-jvm": COLORS[2], "executor": COLORS[3], "python-worker": COLORS[4], "producer": COLORS[5],
+               "runner": COLORS[6], "launcher": COLORS[8], "other": COLORS[7]}
+
+
 def resources_chart(run: dict, spans, t0: float) -> Chart | None:
     """RSS and CPU cores per role over time (harness.resources' samples; reports.resources sums them)."""
     from reports.resources import MB, cpu_intervals, role_rss
@@ -334,8 +340,8 @@ def resources_chart(run: dict, spans, t0: float) -> Chart | None:
               "Top: resident memory (RSS) of each role's processes summed, in MB. Bottom: CPU cores each role "
               "used between samples (CPU time over wall time). A restarted process drops and regrows its role's "
               "line; a leak is a line that keeps rising after the warm-up.", height=2.5, axes=2)
-    for i, (role, series) in enumerate(rss.items()):
-        color = COLORS[i % len(COLORS)]
+    for role, series in rss.items():
+        color = ROLE_COLORS.get(role, COLORS[7])
         pts = series[::_thin(len(series))]
         c.mark(c.axes[0].plot([t - t0 for t, _ in pts], [v / MB for _, v in pts], color=color, lw=1.2,
                               label=role), len(pts))

@@ -45,7 +45,10 @@ def sample(t, *procs, disk=None):
     (["/w/.venv/bin/python", "-m", "locust", "-f", "producers/locustfile.py", "--worker"], "producer"),
     (["/w/.venv/bin/python", "-m", "harness.emulator", "--port", "0"], "emulator"),
     (["/w/.venv/bin/python", "-m", "harness.netproxy", "--dir", "/r/services/proxy"], "netproxy"),
-    (["bash", "/s/bin/spark-class", "org.apache.spark.launcher.Main"], "other"),
+    (["bash", "/s/bin/spark-class", "org.apache.spark.deploy.SparkSubmit", "pyspark-shell"], "launcher"),
+    (["/usr/lib/jvm/bin/java", "-Xmx128m", "-cp", "/s/jars/*", "org.apache.spark.launcher.Main",
+      "org.apache.spark.deploy.SparkSubmit", "pyspark-shell"], "launcher"),
+    (["/bin/sh", "-c", "uname -r"], "other"),
 ])
 def test_roles_come_from_the_command_line(cmdline, role):
     assert role_of(cmdline) == role
@@ -82,6 +85,7 @@ def test_the_sampler_finds_the_runs_processes_by_environment_and_tells_restarts_
             assert {holder.pid, os.getpid(), *(s.pid for s in sleepers)} == set(by_pid)
             assert by_pid[os.getpid()]["role"] == "runner"
             assert by_pid[holder.pid]["role"] == "other"
+            assert by_pid[holder.pid]["name"] == os.path.basename(sys.executable)[:15]  # the kernel's comm
             assert by_pid[holder.pid]["rss_bytes"] > 80_000_000  # the 80 MB it touched are resident
             assert by_pid[holder.pid]["threads"] == 4  # main + 3
             assert by_pid[holder.pid]["fds"] == 3 + 5  # stdin, stdout, stderr + its files
