@@ -242,7 +242,7 @@ def run_traffic(ctx: RunContext) -> None:
             live = fleet.live()
             bar.update(min(duration, max(0.0, time.time() - warm_start)),
                        f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
-                       f"batches {_count_lines(ctx.run_dir / 'progress.jsonl')}")
+                       f"batches {_count_lines(ctx.run_dir / 'progress.jsonl')}" + _live_status(ctx))
         try:
             fleet.wait(duration + 120.0, tick)
         except StoppedEarly as exc:  # the traffic ends now; faults heal and the query drains as usual
@@ -361,6 +361,14 @@ def _supervise_query(ctx: RunContext) -> str:
 
 def _query_state(ctx: RunContext) -> str:
     return "failed_as_declared" if ctx.state.get("failed_as_declared") else ctx.state.get("query_watch", "running")
+
+
+def _live_status(ctx: RunContext) -> str:
+    monitor = ctx.state.get("live_monitor")
+    if monitor is None:
+        return ""
+    return f"  live checks: {'FAILED ' + monitor.failed.split(':')[0] if monitor.failed else 'ok'} " \
+           f"({monitor.checker.evaluations} evaluations)"
 
 
 def _stop_if_failing(ctx: RunContext) -> None:
