@@ -12,14 +12,18 @@ row whose event was never acked is a defect too.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from hdrh.histogram import HdrHistogram
+import pyarrow as pa
 
+from harness.checkstore import CheckStore
 from harness.faults.base import LossRange
+from harness.histsummary import Hist, LatencySummary
+from harness.sink import _local, batch_log
 from harness.history import load_acks  # noqa: F401  (the history's reader; callers import it from here)
 
 
@@ -72,13 +76,12 @@ class Reconciliation:
     misplaced: int
     order_violations: int
     sink_rows: int
-    latency_ms: np.ndarray = field(repr=False)
-    publish_delay_ms: np.ndarray = field(repr=False)
-    delivered_intended_ms: np.ndarray = field(repr=False)  # aligned with the two above (warm-up split)
     lost_by_partition: dict[int, int] = field(default_factory=dict)
     failed_expected: int = 0
     unread: int = 0
     expected_lost_by_partition: dict[int, int] = field(default_factory=dict)
+    pending: int = 0  # acked at or after settled_before_ms and not delivered yet: not judged (a soak's live check)
+    latency: LatencySummary = field(default_factory=LatencySummary, repr=False)
 
     def counts(self) -> dict[str, int]:
         return {"produced": self.produced, "acked": self.acked, "delivered_unique": self.delivered_unique,
@@ -98,103 +101,120 @@ class Expectations:
     generations_ms: list[float] = field(default_factory=list)  # a topic recreated at these times (offsets restart)
 
 
-def _in_ranges(frame: pd.DataFrame, ranges: list[LossRange], time_col: str) -> np.ndarray:
-    mask = np.zeros(len(frame), dtype=bool)
-    if not len(frame):
-        return mask
-    part, off = frame["partition"].to_numpy(), frame["offset"].to_numpy()
-    when = frame[time_col].to_numpy()
-    for r in ranges:
-        m = (part == r.partition) & (off >= r.start) & (off < r.end)
-        if r.acked_before_ms is not None:
-            m &= when < r.acked_before_ms
-        mask |= m
-    return mask
+class IncrementalChecker:
+    """The checker over a history that grows: add what the producers and the sink wrote since the last call,
+    reconcile whenever a verdict is wanted (a soak: every ~30 s; a run: once at the end). State lives in a
+    DuckDB file (harness.checkstore) under `directory` (a temporary one when None), memory bounded by
+    `memory_limit`; each reconcile works on what is new or still pending, not on the whole history."""
+
+    def __init__(self, directory: Path | None = None, memory_limit: str = "1GB", threads: int = 2):
+        self.store = CheckStore(directory, memory_limit=memory_limit, threads=threads)
+        self._sink_batches: set[int] = set()
+
+    def add_acks(self, batches: Iterable[pa.RecordBatch]) -> int:
+        return self.store.add_acks(batches)
+
+    def add_sink_batch(self, batch_id: int, commit_ms: float, files: list[str]) -> int:
+        self._sink_batches.add(int(batch_id))
+        return self.store.add_sink_batch(batch_id, commit_ms, [_local(f) for f in files])
+
+    def add_sink(self, sink_dir: Path) -> int:
+        """Every batch of the sink's log not added yet (harness.sink.batch_log order)."""
+        return sum(self.add_sink_batch(b, t, files) for b, t, files in batch_log(sink_dir)
+                   if b not in self._sink_batches)
+
+    def set_placements(self, placements: pd.DataFrame) -> None:
+        self.store.set_placements(placements)
+
+    def reconcile(self, expected: Expectations | None = None, settled_before_ms: float | None = None, *,
+                  measured_from_ms: float | None = None, t0: float | None = None) -> Reconciliation:
+        """Today's verdict on everything added so far. With settled_before_ms, an ack at or after it whose event
+        the sink has not shown yet is `pending` (in flight, not lost) and a first delivery committed at or after it
+        whose ack is not in yet is not counted unacked (the producers flush their history in bulk)."""
+        expected = expected or Expectations()
+        store = self.store
+        store.advance(expected.generations_ms)
+        return Reconciliation(**_judge(store, expected, settled_before_ms),
+                              latency=store.latency_summary(measured_from_ms, t0))
+
+    def ack_count(self, **kw) -> int:
+        return self.store.ack_count(**kw)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> IncrementalChecker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected: Expectations | None = None) -> Reconciliation:
-    expected = expected or Expectations()
-    failed_rows = acks[acks["error"] != ""]
+def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float | None) -> dict:
+    """The counts, from the store's state: see the module's rules."""
+    con = store.con
     failed_expected = 0
-    if expected.failure_windows_ms and len(failed_rows):
-        when = failed_rows["ack_ms"].to_numpy()
-        hit = np.zeros(len(failed_rows), dtype=bool)
-        for lo, hi in expected.failure_windows_ms:
-            hit |= (when >= lo) & (when <= hi)
-        failed_expected = int(hit.sum())
-    ok = acks[acks["error"] == ""]
-    ids = ["producer", "seq"]
-    sink_ids = sink[ids + ["partition", "offset", "commit_ms", "intended_ms"]].astype(
-        {"producer": "int64", "seq": "int64", "partition": "int64", "offset": "int64"})
-    first = sink_ids.sort_values("commit_ms", kind="stable").drop_duplicates(ids, keep="first")
-    duplicates = len(sink_ids) - len(first)
+    if expected.failure_windows_ms:
+        con.register("_windows", pd.DataFrame(expected.failure_windows_ms, columns=["lo", "hi"], dtype="float64"))
+        failed_expected = store._count("failed f", "f.is_error AND EXISTS (SELECT 1 FROM _windows w "
+                                       "WHERE f.ack_ms >= w.lo AND f.ack_ms <= w.hi)")
+        con.unregister("_windows")
+    placed = """LEFT JOIN placements p USING (key)"""
+    part = "CASE WHEN p.key IS NOT NULL AND a.partition < 0 THEN p.partition ELSE a.partition END"
+    off = """CASE WHEN p.key IS NOT NULL AND a."offset" < 0 THEN p."offset" ELSE a."offset" END"""
+    misplaced = store._count(f"""(SELECT {part.replace('a.partition', 'a.a_part')} AS ap,
+        {off.replace('a."offset"', 'a.a_off')} AS ao, a.s_part, a.s_off FROM delivered a {placed})""",
+                             "(ap >= 0 AND ap <> s_part) OR (ao >= 0 AND ao <> s_off)")
+    settled = "TRUE" if settled_before_ms is None else "ack_ms < ?::DOUBLE"
+    sparams = [] if settled_before_ms is None else [float(settled_before_ms)]
+    ranges = pd.DataFrame([(r.partition, r.start, r.end, r.acked_before_ms) for r in expected.loss],
+                          columns=["partition", "lo", "hi", "before"]).astype(
+        {"partition": "int64", "lo": "int64", "hi": "int64", "before": "float64"})
+    reached = pd.DataFrame(list((expected.read_up_to or {}).items()), columns=["partition", "reached"],
+                           dtype="int64")
+    unread = 'm."offset" >= coalesce(u.reached, 0)' if expected.read_up_to is not None else "false"
+    con.register("_ranges", ranges)
+    con.register("_reached", reached)
+    try:
+        rows = con.execute(f"""SELECT partition, count(*) FILTER (WHERE exp) AS expected,
+                count(*) FILTER (WHERE NOT exp AND unread) AS unread, count(*) FILTER (WHERE NOT exp AND NOT unread)
+            FROM (SELECT m.partition, EXISTS (SELECT 1 FROM _ranges r WHERE r.partition = m.partition
+                      AND m."offset" >= r.lo AND m."offset" < r.hi AND (r.before IS NULL OR m.ack_ms < r.before)) AS exp,
+                  {unread} AS unread
+                  FROM (SELECT {part} AS partition, {off} AS "offset", a.ack_ms FROM pending_acks a {placed}
+                        WHERE {settled}) m LEFT JOIN _reached u USING (partition))
+            GROUP BY partition ORDER BY partition""", sparams).fetchall()
+    finally:
+        con.unregister("_ranges")
+        con.unregister("_reached")
+    delivered, first_pending = store._count("delivered"), store._count("pending_first")
+    unacked_where = "TRUE" if settled_before_ms is None else "commit_ms < ?::DOUBLE"
+    return dict(
+        produced=store.produced, acked=store.acked, failed=store.produced - store.acked,
+        delivered_unique=delivered, duplicates=store.sink_rows - delivered - first_pending,
+        lost=sum(r[3] for r in rows), expected_lost=sum(r[1] for r in rows), unread=sum(r[2] for r in rows),
+        delivered_unacked=store._count("pending_first", unacked_where, sparams), misplaced=misplaced,
+        order_violations=int(con.execute("SELECT coalesce(sum(violations), 0) FROM order_groups").fetchall()[0][0]),
+        sink_rows=store.sink_rows, failed_expected=failed_expected,
+        lost_by_partition={int(r[0]): int(r[3]) for r in rows if r[3]},
+        expected_lost_by_partition={int(r[0]): int(r[1]) for r in rows if r[1]},
+        pending=0 if settled_before_ms is None else store._count("pending_acks", "ack_ms >= ?::DOUBLE", sparams))
 
-    joined = ok[ids + ["partition", "offset", "intended_ms", "produce_ms", "ack_ms"]].astype(
-        {"producer": "int64", "seq": "int64", "partition": "int64", "offset": "int64"}).merge(
-        first, on=ids, how="left", suffixes=("", "_sink"), indicator=True)
-    delivered = joined[joined["_merge"] == "both"]
-    missing = joined[joined["_merge"] == "left_only"]
 
-    expected_mask = _in_ranges(missing, expected.loss, "ack_ms")
-    expected_lost_by_partition = {int(k): int(v) for k, v in
-                                  missing[expected_mask].groupby("partition").size().items()}
-    missing = missing[~expected_mask]
-    unread = 0
-    if expected.read_up_to is not None and len(missing):
-        reached = missing["partition"].map(lambda p: expected.read_up_to.get(int(p), 0)).to_numpy()
-        unread_mask = missing["offset"].to_numpy() >= reached
-        unread = int(unread_mask.sum())
-        missing = missing[~unread_mask]
-
-    acked_ids = ok[ids].astype("int64")
-    unacked = first.merge(acked_ids, on=ids, how="left", indicator=True)
-    delivered_unacked = int((unacked["_merge"] == "left_only").sum())
-
-    # Event Hubs sends report no offset (-1): there only the partition can be compared, and round-robin sends
-    # not even that (-1)
-    offset_known, partition_known = delivered["offset"] >= 0, delivered["partition"] >= 0
-    misplaced = int(((partition_known & (delivered["partition"] != delivered["partition_sink"]))
-                     | (offset_known & (delivered["offset"] != delivered["offset_sink"]))).sum())
-
-    # Order per producer, partition and generation (a recreated topic restarts its offsets), by the offsets the
-    # sink saw: a producer's later events must sit at later offsets.
-    order_violations = 0
-    if len(delivered):
-        generation = np.searchsorted(np.sort(np.asarray(expected.generations_ms, dtype="float64")),
-                                     delivered["ack_ms"].to_numpy(), side="right")
-        keyed = pd.DataFrame({"producer": delivered["producer"].to_numpy(),
-                              "partition": delivered["partition_sink"].to_numpy(), "generation": generation,
-                              "offset": delivered["offset_sink"].to_numpy(), "seq": delivered["seq"].to_numpy()})
-        ordered = keyed.sort_values(["producer", "partition", "generation", "offset"], kind="stable")
-        cols = [ordered[c].to_numpy() for c in ("producer", "partition", "generation")]
-        same_group = np.logical_and.reduce([c[1:] == c[:-1] for c in cols])
-        order_violations = int((same_group & (np.diff(ordered["seq"].to_numpy()) <= 0)).sum())
-
-    return Reconciliation(
-        produced=len(acks), acked=len(ok), failed=len(acks) - len(ok), delivered_unique=len(delivered),
-        duplicates=duplicates, lost=len(missing), expected_lost=int(expected_mask.sum()),
-        delivered_unacked=delivered_unacked, misplaced=misplaced, order_violations=order_violations,
-        sink_rows=len(sink_ids),
-        latency_ms=(delivered["commit_ms"] - delivered["intended_ms"]).to_numpy(dtype="float64"),
-        publish_delay_ms=(delivered["produce_ms"] - delivered["intended_ms"]).to_numpy(dtype="float64"),
-        delivered_intended_ms=delivered["intended_ms"].to_numpy(dtype="float64"),
-        lost_by_partition={int(k): int(v) for k, v in missing.groupby("partition").size().items()},
-        failed_expected=failed_expected, unread=unread, expected_lost_by_partition=expected_lost_by_partition,
-    )
+def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected: Expectations | None = None, *,
+              measured_from_ms: float | None = None, t0: float | None = None) -> Reconciliation:
+    """The whole verdict on a history held in frames (tests, small tools): acks as harness.history.load_acks
+    gives them (or with `produce_ms` instead of `latency_us`), sink rows in the sink log's order with
+    `commit_ms`. The same engine as a run's (IncrementalChecker), in a temporary store."""
+    with IncrementalChecker() as checker:
+        checker.store.add_acks_frame(acks)
+        checker.store.add_sink_frame(sink)
+        return checker.reconcile(expected, measured_from_ms=measured_from_ms, t0=t0)
 
 
 def percentiles_ms(values_ms: np.ndarray) -> dict[str, float]:
-    """HdrHistogram at microsecond resolution, 3 significant digits, up to one hour."""
-    hist = HdrHistogram(1, 3_600_000_000, 3)
-    values_us, counts = np.unique(np.clip(np.rint(values_ms * 1000.0), 1, 3_600_000_000).astype(np.int64),
-                                  return_counts=True)
-    for v, n in zip(values_us.tolist(), counts.tolist()):
-        hist.record_value(v, n)
-    if not hist.get_total_count():
-        return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0}
-    out = {f"p{str(p).replace('.', '')}": hist.get_value_at_percentile(p) / 1000.0 for p in (50, 90, 99, 99.9)}
-    out["max"] = hist.get_max_value() / 1000.0
-    return out
+    """HdrHistogram at microsecond resolution, 3 significant digits, up to one hour (harness.histsummary)."""
+    return Hist.from_ms(np.asarray(values_ms, dtype="float64")).percentiles()
 
 
 @dataclass

@@ -12,24 +12,22 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from harness import atomic
-from harness.checker import (Check, Expectations, apply_placements, evaluate, load_acks, load_placements,
-                             percentiles_ms, reconcile)
+from harness.checker import (Check, Expectations, IncrementalChecker, apply_placements, evaluate, load_acks,
+                             load_placements)
 from harness.config import Scenario
 from harness.faults.base import FAULT_PRODUCER_BASE, Effect
 from harness.faults.nemesis import recorded_faults
 from harness.jsonl import read_jsonl
 from harness.queries import resolve
+from harness.history import ack_batches
 from harness.result import RunResult
-from harness.sink import read_sink
 from harness.soak.checks import soak_checks
 from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate, warmed_up
-from reports.compare import latency_windows
 from reports.consumers import consumer_summary, read_connections
 from reports.lag import epoch_s, lag_series, lag_summary
 from reports.source_tasks import read_tasks, source_summary
@@ -107,15 +105,6 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     if state.get("positions_error"):
         raise Unjudgeable(f"the events' positions could not be read back from the service (their sends reported "
                           f"none): {state['positions_error']}")
-    with _reading("reading the producers' ack logs (producers/acks-*.csv)"):
-        acks = apply_placements(load_acks(run_dir / "producers"), load_placements(run_dir / "placements"))
-    with _reading("reading the sink (the files its _spark_metadata log lists)"):
-        sink = read_sink(run_dir / "sink") if query_def.oracle == "events" else _empty_events()
-    with _reading("reconciling the ack logs with the sink"):
-        rec = reconcile(acks, sink, expected)
-    if query_def.oracle != "events":  # the output is not one row per event (its oracle judges it): no event
-        rec.lost = rec.expected_lost = rec.unread = 0  # is lost for want of a row of its own
-        rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
     fleet = ProducerFleet.read(run_dir / "producers")
     producers = fleet.merged_summary() if fleet else {}
     warmup, duration = scenario.producers.warmup_s, scenario.producers.duration_s
@@ -123,10 +112,28 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     target = rate.cumulative(warmup + duration)
     # the measured window starts after the warm-up: latency and throughput are its events' only
     measured_from_ms = (float(fleet.job.get("start_at", 0.0)) + warmup) * 1000.0 if fleet and warmup else None
-    measured = np.ones(len(rec.latency_ms), dtype=bool) if measured_from_ms is None else \
-        rec.delivered_intended_ms >= measured_from_ms
-    latency = percentiles_ms(rec.latency_ms[measured])
-    result.latency_windows = latency_windows(rec.latency_ms[measured], rec.delivered_intended_ms[measured])
+    progress = read_jsonl(run_dir / "progress.jsonl")
+    stamps = [epoch_s(p["timestamp"]) for p in progress if "timestamp" in p]
+    t0 = float(fleet.job.get("start_at", 0.0)) if fleet else (stamps[0] if stamps else 0.0)
+    with IncrementalChecker() as checker:  # out of core: a DuckDB file in a temporary directory
+        with _reading("reading the producers' ack logs (producers/acks-*.csv, acks-*.arrows)"):
+            checker.add_acks(ack_batches(run_dir / "producers"))
+            checker.set_placements(load_placements(run_dir / "placements"))
+        if query_def.oracle == "events":
+            with _reading("reading the sink (the files its _spark_metadata log lists)"):
+                checker.add_sink(run_dir / "sink")
+        with _reading("reconciling the history with the sink"):
+            rec = checker.reconcile(expected, measured_from_ms=measured_from_ms, t0=t0)
+            # events a fault wrote itself (producer index >= FAULT_PRODUCER_BASE) are history, not the processes'
+            process_rows = checker.ack_count(producer_below=FAULT_PRODUCER_BASE)
+            acked = rec.acked if measured_from_ms is None else \
+                checker.ack_count(ok_only=True, intended_from_ms=measured_from_ms)
+    if query_def.oracle != "events":  # the output is not one row per event (its oracle judges it): no event
+        rec.lost = rec.expected_lost = rec.unread = 0  # is lost for want of a row of its own
+        rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
+    summary = rec.latency
+    latency = summary.latency.percentiles()
+    result.latency_windows = summary.windows
 
     counts = rec.counts()
     counts.update(pacer_skipped=producers.get("pacer_skipped", 0), unacked_at_exit=producers.get("unacked_at_exit", 0))
@@ -134,11 +141,11 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     result.lost_by_partition = {str(k): v for k, v in rec.lost_by_partition.items()}
     result.expected_lost_by_partition = {str(k): v for k, v in rec.expected_lost_by_partition.items()}
     result.latency_ms = latency  # type: ignore[assignment]
-    result.publish_delay_ms = percentiles_ms(rec.publish_delay_ms[measured])  # type: ignore[assignment]
+    result.publish_delay_ms = summary.publish_delay.percentiles()  # type: ignore[assignment]
     if measured_from_ms is not None:
         result.warmup = {"s": warmup, "measured_from": measured_from_ms / 1000.0,
-                         "events_delivered": int((~measured).sum()),
-                         "latency_ms": percentiles_ms(rec.latency_ms[~measured])}
+                         "events_delivered": summary.warmup_delivered,
+                         "latency_ms": summary.warmup_latency.percentiles()}
 
     drained = bool(state.get("drained"))
     checks = evaluate(rec, scenario.checks, target_events=target, latency=latency,
@@ -148,12 +155,12 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
                       pacer_skipped=counts["pacer_skipped"], unacked_at_exit=counts["unacked_at_exit"])
     if query_def.oracle != "events":
         checks = [c for c in checks if c.name not in EVENT_RULES - {"drained"}]
+        with _reading("reading the producers' history for the query's oracle"):
+            acks = apply_placements(load_acks(run_dir / "producers"), load_placements(run_dir / "placements"))
         checks += _oracle_checks(query_def, acks, run_dir, scenario, result)
     if state.get("error") and not failed_as_expected:
         checks.insert(0, Check("completed", False, state["error"]))
     if fleet:
-        # events a fault wrote itself (producer index >= FAULT_PRODUCER_BASE) are history, not the processes' sends
-        process_rows = int((acks["producer"] < FAULT_PRODUCER_BASE).sum())
         checks.append(Check("producers_reported", producers["reported"] == producers["processes"]
                             and producers["sent"] == process_rows,
                             f"{producers['reported']}/{producers['processes']} producer summaries; "
@@ -161,7 +168,6 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
                             + (f" (+{rec.produced - process_rows} written by faults)"
                                if rec.produced > process_rows else "")))
     checks += _fault_checks(faults, state, expected_failures, result.query.error, q.get("state"))
-    progress = read_jsonl(run_dir / "progress.jsonl")
     checks += _batch_cap_check(scenario, progress)
     with _reading("reading the source's task records (source-metrics/)"):
         source_records = read_tasks(run_dir)
@@ -195,8 +201,6 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
                                                 and epoch_s(p["timestamp"]) >= measured_from_ms / 1000.0])
     lag_samples = read_jsonl(run_dir / "lag.jsonl")
     result.lag_events = lag_summary(lag_series(lag_samples, progress))
-    acked = rec.acked if measured_from_ms is None else \
-        int(((acks["error"] == "") & (acks["intended_ms"] >= measured_from_ms)).sum())
     result.throughput = {"produce_eps": acked / duration if duration else 0.0,  # type: ignore[assignment]
                          "process_rps": batches["process_rps"],
                          "target_eps": (target - rate.cumulative(warmup)) / duration if duration else 0.0}
@@ -207,11 +211,8 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
                                  rec.produced)
         (run_dir / "producers" / "per_second.json").write_text(json.dumps(per_second))
     result.producers = {**producers, **skew_section(producers), **accuracy}
-    stamps = [epoch_s(p["timestamp"]) for p in progress if "timestamp" in p]
-    t0 = float(fleet.job.get("start_at", 0.0)) if fleet else (stamps[0] if stamps else 0.0)
     try:  # what the report draws, not what the verdict stands on
-        series = build_series(t0=t0, warmup_s=warmup, latency_ms=rec.latency_ms,
-                              intended_ms=rec.delivered_intended_ms, measured=measured, per_second=per_second,
+        series = build_series(t0=t0, warmup_s=warmup, latency=summary, per_second=per_second,
                               progress=progress, lag_samples=lag_samples, tasks=tasks)
     except Exception as exc:  # noqa: BLE001
         series = {"error": f"building the time series failed: {exc!r}"}
@@ -320,11 +321,6 @@ def _error_class(error: str | None) -> str | None:
 
     m = re.search(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]", error)
     return m.group(1) if m else None
-
-
-def _empty_events() -> pd.DataFrame:
-    cols = ["producer", "seq", "intended_ms", "partition", "offset", "commit_ms", "batch_id"]
-    return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
 
 
 def _versions() -> dict:

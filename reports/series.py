@@ -13,6 +13,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from harness.histsummary import Hist, LatencySummary, grouped_percentile
 from reports.lag import lag_by_partition
 
 # the percentile curve's levels: dense where tails live
@@ -21,7 +22,7 @@ SCHEMA = 1
 
 
 def per_second_latency(latency_ms: np.ndarray, intended_ms: np.ndarray, t0: float) -> dict[str, list]:
-    """p50 / p99 / max latency of the events intended in each whole second since t0, and how many were visible
+    """(Exact, from arrays: small inputs; a run's series comes from per_second_summary.) p50 / p99 / max latency of the events intended in each whole second since t0, and how many were visible
     (sink commit time = intended + latency) in each second."""
     if not len(latency_ms):
         return {"t": [], "latency_p50": [], "latency_p99": [], "latency_max": [], "visible_t": [], "visible": []}
@@ -32,6 +33,20 @@ def per_second_latency(latency_ms: np.ndarray, intended_ms: np.ndarray, t0: floa
     vs, vn = np.unique(visible, return_counts=True)
     return {"t": [int(s) for s in q.index], "latency_p50": _round(q[0.5]), "latency_p99": _round(q[0.99]),
             "latency_max": _round(groups.max()), "visible_t": vs.tolist(), "visible": vn.tolist()}
+
+
+def per_second_summary(per_second: dict) -> dict[str, list]:
+    """per_second_latency from the checker's per-second HdrHistogram buckets (harness.histsummary): the same
+    seconds and counts, each second's p50 / p99 / max as HdrHistogram reports them (3 significant digits)."""
+    if not per_second or not len(per_second["n"]):
+        return {"t": [], "latency_p50": [], "latency_p99": [], "latency_max": [], "visible_t": [], "visible": []}
+    s, b, n = (np.asarray(per_second[k], dtype=np.int64) for k in ("s", "bucket_us", "n"))
+    t, p50 = grouped_percentile(s, b, n, 50.0)
+    out = {"t": t.tolist(), "latency_p50": _round(p50 / 1000.0),
+           "latency_p99": _round(grouped_percentile(s, b, n, 99.0)[1] / 1000.0),
+           "latency_max": _round(grouped_percentile(s, b, n, 100.0)[1] / 1000.0)}
+    return {**out, "visible_t": np.asarray(per_second["visible_s"]).tolist(),
+            "visible": np.asarray(per_second["visible_n"]).tolist()}
 
 
 def dense_seconds(seconds: list[int], counts: list[int]) -> tuple[list[int], list[int]]:
@@ -48,6 +63,13 @@ def percentile_curve(latency_ms: np.ndarray) -> list[list[float]]:
     if not len(latency_ms):
         return []
     return [[level, round(float(v), 2)] for level, v in zip(LEVELS, np.percentile(latency_ms, LEVELS))]
+
+
+def percentile_curve_summary(hist: Hist) -> list[list[float]]:
+    """percentile_curve from an HdrHistogram summary: the value at each level as HdrHistogram reports it."""
+    if not hist.total:
+        return []
+    return [[level, round(hist.value_at_ms(level), 2)] for level in LEVELS]
 
 
 def produced_per_second(per_second: list[dict], t0: float) -> dict[str, list]:
@@ -77,13 +99,13 @@ def task_rows(tasks: Iterable[dict], t0: float) -> dict[str, Any]:
             "locality": [t["locality"] for t in done], "records": [t["records_read"] for t in done]}
 
 
-def build_series(*, t0: float, warmup_s: float, latency_ms: np.ndarray, intended_ms: np.ndarray,
-                 measured: np.ndarray, per_second: list[dict], progress: list[dict], lag_samples: list[dict],
-                 tasks: list[dict]) -> dict[str, Any]:
+def build_series(*, t0: float, warmup_s: float, latency: LatencySummary, per_second: list[dict],
+                 progress: list[dict], lag_samples: list[dict], tasks: list[dict]) -> dict[str, Any]:
+    """`latency`: the checker's summary with t0's per-second buckets (IncrementalChecker.reconcile(t0=...))."""
     return {"schema": SCHEMA, "t0": t0, "warmup_s": warmup_s,
             "produced": produced_per_second(per_second, t0),
-            "delivered": per_second_latency(latency_ms, intended_ms, t0),
-            "percentiles": percentile_curve(latency_ms[measured]),
+            "delivered": per_second_summary(latency.per_second),
+            "percentiles": percentile_curve_summary(latency.latency),
             "lag": lag_matrix(lag_samples, progress, t0),
             "tasks": task_rows(tasks, t0)}
 

@@ -26,13 +26,24 @@ def row(p, s, part, off, t=1000.0, commit=1500.0):
     return [p, s, part, off, t, commit]
 
 
+def latencies(rec, which="latency"):
+    """The delivered events' latencies (or publish delays) as the summary holds them: one value per event, each
+    its HdrHistogram bucket's lowest equivalent (3 significant digits)."""
+    hist = getattr(rec.latency, which)
+    return np.repeat(hist.values_us / 1000.0, hist.counts).tolist()
+
+
+def close(values):
+    return pytest.approx(values, rel=1e-3, abs=1e-3)
+
+
 def test_clean_run_counts_everything_once():
     a = acks([ok(0, i, i % 2, i // 2) for i in range(10)])
     s = sink([row(0, i, i % 2, i // 2, commit=1000.0 + 10 * i) for i in range(10)])
     r = reconcile(a, s)
     assert (r.produced, r.acked, r.delivered_unique, r.duplicates, r.lost) == (10, 10, 10, 0, 0)
     assert r.misplaced == 0 and r.order_violations == 0 and r.delivered_unacked == 0
-    assert sorted(r.latency_ms.tolist()) == [10.0 * i for i in range(10)]
+    assert latencies(r) == close([10.0 * i for i in range(10)])
 
 
 def test_loss_duplicates_and_failed_sends_are_separated():
@@ -44,7 +55,7 @@ def test_loss_duplicates_and_failed_sends_are_separated():
     assert r.delivered_unique == 2 and r.duplicates == 1 and r.lost == 1
     assert r.lost_by_partition == {0: 1}
     # the duplicate's later commit does not count for latency: first delivery only
-    assert sorted(r.latency_ms.tolist()) == [500.0, 500.0]
+    assert latencies(r) == close([500.0, 500.0])
 
 
 def test_expected_loss_is_not_lost():
@@ -78,7 +89,7 @@ def test_percentiles_use_hdr_with_microsecond_resolution():
 def test_verdict_fails_on_loss_and_names_the_check():
     a = acks([ok(0, i, 0, i) for i in range(3)])
     r = reconcile(a, sink([row(0, 0, 0, 0)]))
-    checks = {c.name: c for c in evaluate(r, ChecksSpec(), target_events=3, latency=percentiles_ms(r.latency_ms),
+    checks = {c.name: c for c in evaluate(r, ChecksSpec(), target_events=3, latency=r.latency.latency.percentiles(),
                                           drained=True, drain_detail="ok")}
     assert not checks["no_loss"].ok and "2 acked events never delivered" in checks["no_loss"].detail
     assert checks["no_duplicates"].ok and checks["produce_rate"].ok
@@ -87,7 +98,7 @@ def test_verdict_fails_on_loss_and_names_the_check():
 def test_latency_limit_check():
     r = reconcile(acks([ok(0, 0, 0, 0)]), sink([row(0, 0, 0, 0, commit=3000.0)]))
     checks = {c.name: c for c in evaluate(r, ChecksSpec(latency_p99_ms=1000), target_events=1,
-                                          latency=percentiles_ms(r.latency_ms), drained=True, drain_detail="")}
+                                          latency=r.latency.latency.percentiles(), drained=True, drain_detail="")}
     assert not checks["latency_p99"].ok
 
 
@@ -95,7 +106,7 @@ def test_latency_limit_check():
 def judged(rec, checks=None, *, target=None, drained=True, pacer_skipped=0, unacked_at_exit=0):
     checks = checks or ChecksSpec()
     out = evaluate(rec, checks, target_events=rec.produced if target is None else target,
-                   latency=percentiles_ms(rec.latency_ms), drained=drained, drain_detail="detail",
+                   latency=rec.latency.latency.percentiles(), drained=drained, drain_detail="detail",
                    pacer_skipped=pacer_skipped, unacked_at_exit=unacked_at_exit)
     return {c.name: c for c in out}
 
@@ -204,7 +215,7 @@ def test_latency_is_measured_from_the_intended_send_time():
     send still took 1,000 ms end to end; the publish delay shows the producer's part."""
     a = acks([[0, 0, 0, 0, 1000.0, 1900.0, 1950.0, ""]])
     rec = reconcile(a, sink([row(0, 0, 0, 0, t=1000.0, commit=2000.0)]))
-    assert rec.latency_ms.tolist() == [1000.0] and rec.publish_delay_ms.tolist() == [900.0]
+    assert latencies(rec) == close([1000.0]) and latencies(rec, "publish_delay") == close([900.0])
     assert failing(judged(rec, ChecksSpec(latency_p99_ms=500))) == {"latency_p99"}
 
 

@@ -1,0 +1,114 @@
+"""Latency distributions of any number of events in fixed size: HdrHistogram buckets counted in SQL.
+
+The definition is today's `harness.checker.percentiles_ms`: a value in ms is taken to microseconds (rint),
+clipped to [1 us, 1 h] and recorded in HdrHistogram(1, 3_600_000_000, 3). Every value in one HdrHistogram bucket
+is equivalent (3 significant digits), so counting events per bucket (its lowest equivalent value) is the
+histogram: DuckDB groups the delivered events by bucket, and the percentile walk below is HdrHistogram's
+(get_value_at_percentile, get_max_value), vectorised so per-second and per-window percentiles cost nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SUB_BUCKET_BITS = 11  # HdrHistogram(1, 3_600_000_000, 3): 2048 sub-buckets, unit magnitude 0
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
+
+
+def _shift(values_us: np.ndarray) -> np.ndarray:
+    """log2 of a bucket's width at these values: 0 below 2048 us, +1 per power of two above."""
+    bitlen = np.frexp(values_us.astype(np.float64))[1]  # exact for integers below 2^53
+    return np.maximum(bitlen - SUB_BUCKET_BITS, 0).astype(np.int64)
+
+
+def bucket_us(values_ms: np.ndarray) -> np.ndarray:
+    """Lowest equivalent microsecond value of each millisecond value (SQL: harness.checkstore.bucket_sql)."""
+    us = np.clip(np.rint(np.asarray(values_ms, dtype=np.float64) * 1000.0), 1, 3_600_000_000).astype(np.int64)
+    s = _shift(us)
+    return (us >> s) << s
+
+
+def highest_equivalent(values_us: np.ndarray) -> np.ndarray:
+    return values_us + (np.int64(1) << _shift(values_us)) - 1
+
+
+@dataclass
+class Hist:
+    """One distribution: bucket values (lowest equivalent, us, ascending) and their counts."""
+
+    values_us: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @classmethod
+    def from_ms(cls, values_ms: np.ndarray) -> Hist:
+        v, n = np.unique(bucket_us(values_ms), return_counts=True)
+        return cls(v.astype(np.int64), n.astype(np.int64))
+
+    @classmethod
+    def from_rows(cls, values_us, counts) -> Hist:
+        v, n = np.asarray(values_us, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+        order = np.argsort(v, kind="stable")
+        return cls(v[order], n[order])
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+    def value_at_ms(self, percentile: float) -> float:
+        return float(grouped_percentile(np.zeros(len(self.counts), dtype=np.int64), self.values_us, self.counts,
+                                        percentile)[1][0]) / 1000.0 if self.total else 0.0
+
+    def percentiles(self) -> dict[str, float]:
+        """p50, p90, p99, p999 and max in ms, as HdrHistogram reports them; all 0 without events."""
+        if not self.total:
+            return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0}
+        out = {name: self.value_at_ms(p) for name, p in PERCENTILES}
+        out["max"] = float(highest_equivalent(self.values_us[-1:])[0]) / 1000.0
+        return out
+
+
+def grouped_percentile(groups: np.ndarray, values_us: np.ndarray, counts: np.ndarray,
+                       percentile: float) -> tuple[np.ndarray, np.ndarray]:
+    """HdrHistogram's value at `percentile` for each group of bucket rows sorted by (group, value): the first
+    bucket whose running count reaches int(percentile * total / 100 + 0.5) (at least 1), its highest equivalent
+    value (its lowest at percentile 0). Returns (group ids, values in us)."""
+    if not len(counts):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    cum = np.cumsum(counts)
+    totals = np.add.reduceat(counts, starts)
+    before = cum[starts] - counts[starts]
+    wanted = np.maximum((min(percentile, 100.0) * totals.astype(np.float64) / 100 + 0.5).astype(np.int64), 1)
+    at = np.searchsorted(cum, before + wanted, side="left")
+    values = values_us[at]
+    return groups[starts], (highest_equivalent(values) if percentile else values)
+
+
+@dataclass
+class LatencySummary:
+    """What the verdict and the report need of the delivered events' latency, in fixed size."""
+
+    latency: Hist = field(default_factory=Hist)  # the measured window's (intended at or after the warm-up)
+    publish_delay: Hist = field(default_factory=Hist)
+    warmup_latency: Hist = field(default_factory=Hist)
+    warmup_delivered: int = 0
+    windows: list[dict] = field(default_factory=list)  # reports.compare.latency_windows' shape
+    per_second: dict = field(default_factory=dict)  # reports.series: latency per second of intended time
+    curve: list[list[float]] = field(default_factory=list)  # reports.series: the measured percentile curve
+
+
+def windows_from(edges: np.ndarray, window: np.ndarray, values_us: np.ndarray, counts: np.ndarray) -> list[dict]:
+    """reports.compare.latency_windows from bucket rows sorted by (window, value): each span's start, events,
+    p50 / p90 / p99 / max (ms)."""
+    window = np.asarray(window, dtype=np.int64)
+    values_us, counts = np.asarray(values_us, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+    if not len(counts):
+        return []
+    starts = np.flatnonzero(np.r_[True, window[1:] != window[:-1]])
+    ids, out = window[starts], {}
+    totals = np.add.reduceat(counts, starts)
+    for name, p in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("max", 100.0)):
+        out[name] = grouped_percentile(window, values_us, counts, p)[1] / 1000.0
+    return [{"from_ms": float(edges[w]), "n": int(totals[i]), **{k: float(v[i]) for k, v in out.items()}}
+            for i, w in enumerate(ids.tolist())]
