@@ -7,6 +7,10 @@ the checker reads columns without parsing. A producer killed mid-write leaves at
 take every complete batch before it, never a partial row. Run directories written before this format hold
 `acks-<process>.csv` (same columns); the readers here accept both.
 
+Writing: `AckWriter(path, producer)` takes whole columns per delivery batch (numpy arrays, or scalars that
+apply to the whole batch), buffers them and writes one record batch per flush: at least every `flush_s` (the
+producer's service loop calls `maybe_flush`) and at close. A killed producer loses at most its unflushed tail.
+
 Columns: `error` is empty for an acked event, else the error's class; `partition`/`offset` are -1 where the
 client reported none (Event Hubs sends report no offset; round-robin sends no partition); `latency_us` is the
 client's produce-call-to-report time, so the produce call happened at `ack_ms - latency_us / 1000`.
@@ -14,9 +18,11 @@ client's produce-call-to-report time, so the produce call happened at `ack_ms - 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -28,6 +34,88 @@ ACK_SCHEMA = pa.schema([
 ])
 ACK_COLUMNS = tuple(ACK_SCHEMA.names)
 ACK_GLOB, LEGACY_GLOB = "acks-*.arrows", "acks-*.csv"
+
+
+_NUMERIC = (("seq", np.int64), ("partition", np.int32), ("offset", np.int64), ("intended_ms", np.float64),
+            ("ack_ms", np.float64), ("latency_us", np.int64))
+
+
+class AckWriter:
+    """One producer process's history (`acks-<process>.arrows`), written in bulk.
+
+    `append` takes a delivery batch as columns; nothing is formatted per event. Rows are buffered and written as
+    one Arrow record batch per flush (`maybe_flush` at least every `flush_s`, `flush`, `close`), each batch
+    followed by a flush of the file, so a reader (or a killed writer) sees whole batches only."""
+
+    def __init__(self, path: Path, producer: int, flush_s: float = 1.0):
+        self.path = Path(path)
+        self.producer = int(producer)
+        self.flush_s = float(flush_s)
+        self.rows_written = 0
+        self._file = open(self.path, "wb")
+        self._writer = ipc.new_stream(self._file, ACK_SCHEMA)
+        self._file.flush()
+        self._chunks: list[tuple] = []
+        self._buffered = 0
+        self._flushed_at = time.monotonic()
+
+    def append(self, seq, partition, offset, intended_ms, ack_ms, latency_us, error: str | Sequence | None = None) -> None:
+        """One delivery batch. `seq`, `intended_ms` and `latency_us` have a value per event; `partition`,
+        `offset`, `ack_ms` and `error` are each either that or one value for the whole batch. `error` None or ""
+        means acked; a string is every event's error class; a sequence gives each event's ("" or None: acked)."""
+        n = len(seq)
+        if not n:
+            return
+        columns = []
+        for value, (name, dtype) in zip((seq, partition, offset, intended_ms, ack_ms, latency_us), _NUMERIC):
+            column = np.asarray(value, dtype=dtype)
+            if column.ndim > 1 or (column.ndim == 1 and len(column) != n):
+                raise ValueError(f"{name}: {column.shape} values for {n} events")
+            columns.append(column)
+        if not (error is None or isinstance(error, str)) and len(error) != n:
+            raise ValueError(f"error: {len(error)} values for {n} events")
+        self._chunks.append((n, *columns, error))
+        self._buffered += n
+        self.maybe_flush()
+
+    def maybe_flush(self) -> None:
+        if self._buffered and time.monotonic() - self._flushed_at >= self.flush_s:
+            self.flush()
+
+    def flush(self) -> None:
+        self._flushed_at = time.monotonic()
+        if not self._buffered:
+            return
+        chunks, n = self._chunks, self._buffered
+        self._chunks, self._buffered = [], 0
+        columns = [pa.array(np.full(n, self.producer, dtype=np.int32))]
+        for i, (name, dtype) in enumerate(_NUMERIC, start=1):
+            parts = [np.broadcast_to(c[i], (c[0],)) for c in chunks]
+            columns.append(pa.array(np.concatenate(parts) if len(parts) > 1 else np.ascontiguousarray(parts[0]),
+                                    type=ACK_SCHEMA.field(name).type))
+        columns.append(_errors(chunks, n))
+        self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=ACK_SCHEMA))
+        self._file.flush()
+        self.rows_written += n
+
+    def close(self) -> None:
+        self.flush()
+        self._writer.close()
+        self._file.close()
+
+
+def _errors(chunks: list[tuple], n: int) -> pa.Array:
+    """The error column: all empty (the usual case) without a Python object per row."""
+    if all(not c[-1] for c in chunks):
+        return pa.StringArray.from_buffers(n, pa.py_buffer(np.zeros(n + 1, dtype=np.int32)), pa.py_buffer(b""))
+    parts = []
+    for c in chunks:
+        count, error = c[0], c[-1]
+        if isinstance(error, str) or not error:
+            parts.append(pa.array([error or ""], pa.string()).take(pa.array(np.zeros(count, dtype=np.int32))))
+        else:
+            parts.append(pa.array([e or "" for e in error], pa.string()))
+    return pa.concat_arrays(parts)
 
 
 def ack_files(producer_dir: Path) -> list[Path]:

@@ -9,6 +9,7 @@ How events are addressed is the scenario's choice (`[backend] send`):
 - `round_robin`: no key, no partition; the service spreads the batches. The ack's partition is unknown (-1).
 Events wait in one lane per partition (one lane in round robin) and a lane has one send in flight at a time, so
 each partition receives a producer's events in sequence order. The SDK returns no offsets: acks carry -1.
+A finished send goes to the history as one batch of columns (ids read back from the values in bulk).
 """
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import time
 from collections import deque
 
 import gevent
+import numpy as np
 from azure.eventhub import EventData, EventHubProducerClient
 
+from harness.history import AckWriter
 from harness.partitioning import eventhubs_partition_for_key
-from producers.kafka_sender import event_fields
-from producers.records import AckLog, SecondStats
+from producers.payloads import read_event_ids
+from producers.records import SecondStats
 
 LINGER_S = 0.005
 SEND_MODES = ("partition_key", "partition_id", "round_robin")
@@ -29,7 +32,7 @@ SEND_MODES = ("partition_key", "partition_id", "round_robin")
 class EventHubsSender:
     name = "eventhubs"
 
-    def __init__(self, hub: str, settings: dict, acks: AckLog, stats: SecondStats, partitions: int):
+    def __init__(self, hub: str, settings: dict, acks: AckWriter, stats: SecondStats, partitions: int):
         self.mode = settings.get("send", "partition_key")
         if self.mode not in SEND_MODES:
             raise ValueError(f"send must be one of {', '.join(SEND_MODES)}, got {self.mode!r}")
@@ -47,8 +50,18 @@ class EventHubsSender:
         self.max_batch = int(settings.get("max_batch_events", 1000))
 
     @classmethod
-    def from_job(cls, job: dict, acks: AckLog, stats: SecondStats) -> "EventHubsSender":
+    def from_job(cls, job: dict, acks: AckWriter, stats: SecondStats) -> "EventHubsSender":
         return cls(job["stream"], job["settings"], acks, stats, int(job["partitions"]))
+
+    def send_many(self, values: list[bytes], keys, partitions, headers: list | None = None) -> None:
+        """Queue a batch in order (`keys`/`partitions` per event or None); nothing here waits."""
+        send = self.send
+        if partitions is None:
+            for value, key in zip(values, keys if keys is not None else [None] * len(values)):
+                send(value, key, None, headers)
+        else:
+            for value, key, partition in zip(values, keys, partitions):
+                send(value, key, partition, headers)
 
     def send(self, value: bytes, key: bytes | None, partition: int | None, headers: list | None = None) -> None:
         if self.mode == "round_robin":
@@ -120,18 +133,14 @@ class EventHubsSender:
     def _record(self, lane: int, events: list, error: str | None) -> None:
         partition = -1 if self.mode == "round_robin" else lane
         now = time.time()
-        ack_ms = f"{now * 1000.0:.3f}"
-        rows, latencies = [], []
-        for value, produced, _, _ in events:
-            seq, intended = event_fields(value)
-            latency_us = int((now - produced) * 1e6)
-            latencies.append(latency_us)
-            rows.append(f"{seq},{partition},-1,{intended},{ack_ms},{latency_us},{error or ''}\n")
-            if error:
-                self.stats.on_fail(error, now)
-        self.acks.write_rows(rows)
-        if not error:
-            self.stats.on_acks([partition] * len(events), [len(e[0]) for e in events], latencies, now)
+        values = [e[0] for e in events]
+        seq, intended_ms = read_event_ids(self.acks.producer, values)
+        latency_us = ((now - np.array([e[1] for e in events], dtype=np.float64)) * 1e6).astype(np.int64)
+        self.acks.append(seq, partition, -1, intended_ms, now * 1000.0, latency_us, error)
+        if error:
+            self.stats.on_fail(error, now, len(events))
+        else:
+            self.stats.on_acks(np.full(len(events), partition), [len(v) for v in values], latency_us, now)
 
     def outstanding(self) -> int:
         return sum(len(q) for q in self.pending) + sum(self.sending)

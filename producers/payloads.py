@@ -13,6 +13,13 @@
 
 ``headers()`` returns the fixed headers then ``h0..h{n-1}`` with random values,
 as ``[(name, value_bytes), ...]``, or None when no headers are configured.
+
+``events(...)`` builds a whole batch of encoded events (``producers.event``'s
+format, the pad being the content above) with numpy: one matrix of content rows,
+the heads written over their first bytes, and one ``tolist`` of a bytes view, so
+no Python bytecode runs per event on the producer's hot path.  ``read_event_ids``
+reads the ids back from a batch of values the same way (delivery reports carry
+the value, not our bookkeeping).
 """
 
 from __future__ import annotations
@@ -21,12 +28,19 @@ import numpy as np
 
 from producers import spec as S
 
-__all__ = ["PayloadSource", "ALPHABET"]
+__all__ = ["PayloadSource", "ALPHABET", "read_event_ids"]
 
 ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 assert len(ALPHABET) == 64
 _TRANSLATE = bytes(ALPHABET[i % 64] for i in range(256))
 _POOL_BYTES = 1 << 20
+
+_TAIL = b'"}'
+_POW10F = 10.0 ** np.arange(15, -1, -1)
+_COMMA, _QUOTE, _BRACE = ord(","), ord('"'), ord("}")
+_POW10 = 10 ** np.arange(18, -1, -1, dtype=np.int64)  # 10^18 .. 10^0: digit weights, most significant first
+_FOUR_DIGITS = np.frombuffer("".join(f"{i:04d}" for i in range(10000)).encode("ascii"), dtype=np.uint32)
+_MATRIX_BYTES = 16 << 20  # a batch is built as one (events x longest) matrix up to this size, else event by event
 
 _TEXT = (
     "The quick brown fox jumps over the lazy dog while the stream processor keeps "
@@ -62,6 +76,7 @@ class PayloadSource:
         if not self._random_content:
             reps = (self._max + len(_TEXT)) // len(_TEXT) + 1
             self._text = _TEXT * reps
+        self._text_rows = np.empty(0, dtype=np.uint8)  # repeated text, for content rows (grown on demand)
         h = spec.headers
         self._fixed_headers = [(k, v.encode("utf-8")) for k, v in h.fixed.items()]
         self._n_random_headers = h.random
@@ -113,17 +128,6 @@ class PayloadSource:
         off = int(self._rng.integers(0, len(_TEXT)))
         return text[off : off + nbytes]
 
-    def fill_many(self, nbytes: list[int]) -> list[str]:
-        """`fill` for a whole batch: one draw of offsets (numpy calls are costly per event under gevent)."""
-        if self._random_content:
-            return [self._random_chars(n) if n > 0 else "" for n in nbytes]
-        text = self._text
-        longest = max(nbytes, default=0)
-        if longest + len(_TEXT) > len(text):
-            text = self._text = _TEXT * ((longest // len(_TEXT)) + 2)
-        offsets = self._rng.integers(0, len(_TEXT), size=len(nbytes)).tolist()
-        return [text[o : o + n] if n > 0 else "" for o, n in zip(offsets, nbytes)]
-
     def payload(self) -> str:
         """A body of the next size."""
         return self.fill(self.next_size())
@@ -139,3 +143,152 @@ class PayloadSource:
             blob = self._random_chars(vb * self._n_random_headers).encode("ascii")
             out.extend((name, blob[i * vb : (i + 1) * vb]) for i, name in enumerate(self._header_names))
         return out
+
+    # ---------------------------------------------------------------- events
+    def events(self, producer: int, seq0: int, intended_s: np.ndarray, sizes: np.ndarray) -> tuple[list[bytes], int]:
+        """A batch of encoded events, sequences seq0, seq0+1, ..., each `sizes[i]` bytes long (or its head's length
+        when that is longer), exactly as ``producers.event.encode`` writes them with this source's content as the
+        pad; returns (values, total bytes).  ``t`` is the intended time in epoch ms rounded to the microsecond."""
+        n = len(intended_s)
+        if n == 0:
+            return [], 0
+        seq = np.arange(seq0, seq0 + n, dtype=np.int64)
+        x = np.asarray(intended_s, dtype=np.float64) * 1000.0  # as event.encode: f"{t * 1000.0:.3f}"
+        whole = np.floor(x)
+        us = whole.astype(np.int64) * 1000 + np.rint((x - whole) * 1000.0).astype(np.int64)  # x - whole is exact
+        ms = us // 1000
+        prefix = b'{"p":%d,"s":' % producer
+        seq_w, ms_w = _widths(seq), _widths(ms)
+        groups = _groups(seq_w * 32 + ms_w)
+        head_len = np.empty(n, dtype=np.int64)
+        heads = []
+        for key, rows in groups:
+            h = _heads(prefix, seq[rows], ms[rows], us[rows] % 1000, key // 32, key % 32)
+            heads.append((rows, h))
+            head_len[rows] = h.shape[1]
+        lengths = np.maximum(np.asarray(sizes, dtype=np.int64), head_len + len(_TAIL))
+        total = int(lengths.sum())
+        width = int(lengths.max())
+        if n * width <= _MATRIX_BYTES:
+            m = self._content_rows(n, width)
+            for rows, h in heads:
+                m[rows, : h.shape[1]] = h
+            r = np.arange(n)
+            m[r, lengths - 2] = _QUOTE
+            m[r, lengths - 1] = _BRACE
+            if int(lengths.min()) != width:  # shorter rows end in NULs, which the bytes view drops
+                m[np.arange(width) >= lengths[:, None]] = 0
+            return m.view(f"S{width}").ravel().tolist(), total
+        return self._events_one_by_one(heads, lengths), total
+
+    def _content_rows(self, n: int, width: int) -> np.ndarray:
+        """An (n, width) matrix of content: random characters, or the text from a random offset per row."""
+        if self._random_content:
+            chars = bytearray(self._rng.bytes(n * width).translate(_TRANSLATE))
+            return np.frombuffer(chars, dtype=np.uint8).reshape(n, width)
+        if self._text_rows.size < width + len(_TEXT):
+            text = _TEXT * ((width + len(_TEXT)) // len(_TEXT) + 2)
+            self._text_rows = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        windows = np.lib.stride_tricks.sliding_window_view(self._text_rows, width)
+        return windows[self._rng.integers(0, len(_TEXT), size=n)]
+
+    def _events_one_by_one(self, heads: list, lengths: np.ndarray) -> list[bytes]:
+        """Large payloads: each event is its head, a pad and the tail (the pad copy dominates, not Python)."""
+        n = len(lengths)
+        head_bytes: list = [b""] * n
+        for rows, h in heads:
+            idx = range(n) if isinstance(rows, slice) else rows.tolist()
+            for i, b in zip(idx, h.view(f"S{h.shape[1]}").ravel().tolist()):
+                head_bytes[i] = b
+        pads = (lengths - np.fromiter(map(len, head_bytes), dtype=np.int64, count=n) - len(_TAIL)).tolist()
+        if self._random_content:
+            return [h + self._random_chars(p).encode("ascii") + _TAIL for h, p in zip(head_bytes, pads)]
+        text = self._text.encode("ascii")
+        if max(pads) + len(_TEXT) > len(text):
+            text = _TEXT.encode("ascii") * (max(pads) // len(_TEXT) + 2)
+        offsets = self._rng.integers(0, len(_TEXT), size=n).tolist()
+        return [h + text[o : o + p] + _TAIL for h, o, p in zip(head_bytes, offsets, pads)]
+
+
+def _widths(values: np.ndarray) -> np.ndarray:
+    """Decimal digits of each non-negative int (0 has one)."""
+    return np.maximum(np.searchsorted(_POW10[::-1], values, side="right"), 1)
+
+
+def _groups(key: np.ndarray) -> list:
+    """(key, rows) for each distinct key; rows is slice(None) when there is one key (the usual case)."""
+    first = int(key[0])
+    if int(key.min()) == int(key.max()):
+        return [(first, slice(None))]
+    return [(int(k), np.flatnonzero(key == k)) for k in np.unique(key)]
+
+
+def _digits(values: np.ndarray, width: int) -> np.ndarray:
+    """(n, width) ASCII digits, most significant first (zero-padded): four digits per step, each step a division
+    by a constant (fast in numpy) and a look-up of the four characters."""
+    chunks = (width + 3) // 4
+    out = np.empty((len(values), chunks), dtype=np.uint32)
+    v = values
+    for j in range(chunks - 1, -1, -1):
+        q = v // 10000
+        out[:, j] = _FOUR_DIGITS[v - q * 10000]
+        v = q
+    return out.view(np.uint8)[:, chunks * 4 - width :]
+
+
+def _heads(prefix: bytes, seq: np.ndarray, ms: np.ndarray, frac: np.ndarray, seq_w: int, ms_w: int) -> np.ndarray:
+    """`{"p":P,"s":SEQ,"t":MS.FFF,"pad":"` for rows whose numbers have the same widths, as a uint8 matrix."""
+    parts = [prefix, seq_w, b',"t":', ms_w, b".", 3, b',"pad":"']
+    numbers = [seq, ms, frac]
+    width = sum(p if isinstance(p, int) else len(p) for p in parts)
+    h = np.empty((len(seq), width), dtype=np.uint8)
+    c = 0
+    for p in parts:
+        if isinstance(p, int):
+            h[:, c : c + p] = _digits(numbers.pop(0), p)
+            c += p
+        else:
+            h[:, c : c + len(p)] = np.frombuffer(p, dtype=np.uint8)
+            c += len(p)
+    return h
+
+
+def read_event_ids(producer: int, values: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(seq, intended_ms) of a batch of this producer's encoded events, read from their heads in bulk (the
+    delivery reports' values). Raises ValueError for a value that is not one of this producer's events."""
+    n = len(values)
+    if n == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+    prefix = b'{"p":%d,"s":' % producer
+    k = len(prefix)
+    width = k + 19 + 5 + 24
+    m = np.array(values, dtype=f"S{width}").view(np.uint8).reshape(n, width)
+    window = m[:, k : k + 20]
+    seq_w = (window == _COMMA).argmax(axis=1)
+    if not (m[:, :k] == np.frombuffer(prefix, dtype=np.uint8)).all() or int(seq_w.min()) < 1:
+        raise ValueError(f"values that are not producer {producer}'s events (an id head {prefix!r}...)")
+    seq = np.empty(n, dtype=np.int64)
+    us = np.empty(n, dtype=np.int64)
+    for w, rows in _groups(seq_w):
+        seq[rows] = _number(m[rows, k : k + w])
+        t = m[rows, k + w + 5 : k + w + 5 + 24]
+        ends = (t == _COMMA).argmax(axis=1)
+        sub = np.arange(len(t)) if isinstance(rows, slice) else rows
+        for e, inner in _groups(ends):
+            tt = t[inner]
+            if e < 5 or not (tt[:, e - 4] == ord(".")).all():
+                raise ValueError(f"values that are not producer {producer}'s events (a t without 3 decimals)")
+            us[sub[inner]] = _number(tt[:, : e - 4]) * 1000 + _number(tt[:, e - 3 : e])
+    return seq, us / 1000.0
+
+
+def _number(digits: np.ndarray) -> np.ndarray:
+    """The ints an (n, w) matrix of ASCII digits spells (up to 15 digits through a float product, exact below
+    2^53 and much faster than integer arithmetic in numpy)."""
+    d = digits - np.uint8(48)
+    if (d > 9).any():
+        raise ValueError("a number field holds something other than digits")
+    w = digits.shape[1]
+    if w <= 15:
+        return (d.astype(np.float64) @ _POW10F[len(_POW10F) - w :]).astype(np.int64)
+    return d.astype(np.int64) @ _POW10[len(_POW10) - w :]

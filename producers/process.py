@@ -28,17 +28,17 @@ from gevent.lock import Semaphore  # noqa: E402
 from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
-from producers.event import encode_many, pad_lengths  # noqa: E402
 from producers.keys import make_key_chooser  # noqa: E402
 from producers.pacer import TokenPacer  # noqa: E402
 from producers.payloads import PayloadSource  # noqa: E402
 from producers.rates import make_rate, warmed_up  # noqa: E402
-from producers.records import AckLog, SecondStats  # noqa: E402
+from harness.history import AckWriter  # noqa: E402
+from producers.records import SecondStats  # noqa: E402
 from producers.spec import KeysSpec, PayloadSpec, RateSpec  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 
 
-def make_sender(job: dict, acks: AckLog, stats: SecondStats):
+def make_sender(job: dict, acks: AckWriter, stats: SecondStats):
     """The backend's sender (its `module:Class` comes with the job, from harness.backends)."""
     from harness.backends import spec_for
 
@@ -65,7 +65,7 @@ class Shared:
         self.keys = make_key_chooser(TypeAdapter(KeysSpec).validate_python(job["keys"]), job["partitions"], seed,
                                      backend=job.get("placement") or job["backend"])
         self.payloads = PayloadSource(TypeAdapter(PayloadSpec).validate_python(job["payload"]), seed)
-        self.acks = AckLog(out / f"acks-{index}.csv", index)
+        self.acks = AckWriter(out / f"acks-{index}.arrows", index)
         self.stats = SecondStats(out / f"stats-{index}.jsonl")
         self.sender = make_sender(job, self.acks, self.stats)
         self.seq = 0
@@ -79,41 +79,27 @@ class Shared:
             return self._send_due()
 
     def _send_due(self) -> int:
+        """One batch, built in bulk (numpy) and handed to the client in one call: the only per-event Python
+        work left is the client's own produce() calls."""
         now = time.time()
-        due = self.pacer.due(min(now, self.end - 1e-9), self.batch_size)
-        if not due:
-            return 0
-        self.stats.on_due(len(due), now)
+        due = self.pacer.due_array(min(now, self.end - 1e-9), self.batch_size)
         n = len(due)
-        choices = self.keys.next_many(n)
-        sizes = self.payloads.next_sizes(n)
-        idx = self.index
+        if not n:
+            return 0
+        self.stats.on_due(n, now)
+        keys, partitions = zip(*self.keys.next_many(n))
+        if partitions[0] is None:  # the client (or the service) places the key
+            partitions = None
         seq0 = self.seq
         self.seq += n
-        pads = self.payloads.fill_many(pad_lengths(idx, seq0, sizes))
+        values, nbytes = self.payloads.events(self.index, seq0, due, self.payloads.next_sizes_array(n))
         headers = self.payloads.headers() if self.payloads.has_headers else None
-        send = self.sender.send
-        nbytes = 0
-        stopped: BaseException | None = None
-        for value, (key, partition) in zip(encode_many(idx, seq0, due, pads), choices):
-            nbytes += len(value)
-            try:
-                send(value, key, partition, headers)
-            except gevent.GreenletExit as exc:  # stopped while waiting for queue space: finish the batch first
-                stopped = exc
-                self._send_whatever_happens(value, key, partition, headers)
         self.sent_bytes += nbytes
-        self.stats.on_sent(len(due), time.time())
-        if stopped is not None:
-            raise stopped
-        return len(due)
-
-    def _send_whatever_happens(self, value: bytes, key, partition, headers) -> None:
-        while True:
-            try:
-                return self.sender.send(value, key, partition, headers)
-            except gevent.GreenletExit:
-                continue
+        try:
+            self.sender.send_many(values, keys, partitions, headers)
+        finally:  # a GreenletExit comes after the whole batch was handed over
+            self.stats.on_sent(n, time.time())
+        return n
 
 
 SHARED: Shared | None = None
@@ -146,6 +132,7 @@ class PacedProducer(User):
 def _service_loop(shared: Shared) -> None:
     while True:
         shared.sender.service()
+        shared.acks.maybe_flush()  # the history reaches the disk at least once a second
         gevent.sleep(0.001)
 
 

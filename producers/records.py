@@ -1,9 +1,9 @@
-"""What a producer process records: one ack-log row per event and one stats line per second.
+"""What a producer process records besides its history: one stats line per second and a summary's counters.
 
-The ack log is the history the checker trusts (Jepsen's idea): every event handed to the client appears exactly
-once, acked with its partition and offset, or failed with its error class. CSV, so a million rows stay cheap to
-write and fast to load. Delivery reports arrive in bulk (one poll serves many), so everything here takes lists:
-per-event Python work is what limits a producer process.
+The history itself (one ack row per event, acked with its partition and offset or failed with its error class)
+is `harness.history.AckWriter`'s, written in bulk as Arrow record batches. Delivery reports arrive in bulk (one
+poll serves many), so everything here takes whole batches as numpy arrays: per-event Python work is what limits
+a producer process.
 """
 from __future__ import annotations
 
@@ -15,35 +15,19 @@ from pathlib import Path
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-# latency_us: produce() call to delivery report as the client measured it, so produce time = ack_ms - latency.
-ACK_COLUMNS = ("producer", "seq", "partition", "offset", "intended_ms", "ack_ms", "latency_us", "error")
+from harness.history import ACK_COLUMNS  # noqa: F401  (the history's columns; kept importable from here)
+
 MAX_US = 120_000_000
-
-
-class AckLog:
-    def __init__(self, path: Path, producer: int):
-        self.producer = producer
-        self.f = open(path, "w", encoding="utf-8", buffering=1 << 20)
-        self.f.write(",".join(ACK_COLUMNS) + "\n")
-
-    def write_rows(self, rows: list[str]) -> None:
-        """Rows already formatted as `seq,partition,offset,intended_ms,ack_ms,latency_us,error`."""
-        if rows:
-            prefix = f"{self.producer},"
-            self.f.write(prefix + prefix.join(rows))
-
-    def close(self) -> None:
-        self.f.close()
 
 
 def new_histogram() -> HdrHistogram:
     return HdrHistogram(1, MAX_US, 3)
 
 
-def record_many(hist: HdrHistogram, values_us: list[int]) -> None:
+def record_many(hist: HdrHistogram, values_us) -> None:
     """Record a batch: values are first cut to 3 significant digits (the histogram's own precision), so the
     number of record calls is bounded by distinct buckets, not by events."""
-    if not values_us:
+    if not len(values_us):
         return
     v = np.clip(np.asarray(values_us, dtype=np.int64), 1, MAX_US)
     scale = 10 ** np.maximum(np.floor(np.log10(v)).astype(np.int64) - 2, 0)
@@ -71,7 +55,7 @@ class SecondStats:
         self.failed = 0
         self.buffer_full = 0
         self.errors: Counter = Counter()
-        self.latencies: list[int] = []
+        self.latencies: list[np.ndarray] = []
 
     def _roll(self, now: float) -> None:
         sec = int(now)
@@ -87,7 +71,7 @@ class SecondStats:
                "failed": self.failed, "buffer_full": self.buffer_full, "errors": dict(self.errors)}
         if self.latencies:
             d = new_histogram()
-            record_many(d, self.latencies)
+            record_many(d, np.concatenate(self.latencies))
             self.total_delivery.add(d)
             row["delivery_us"] = {"p50": d.get_value_at_percentile(50), "p99": d.get_value_at_percentile(99),
                                   "max": d.get_max_value()}
@@ -107,19 +91,31 @@ class SecondStats:
         self._roll(now)
         self.buffer_full += 1
 
-    def on_acks(self, partitions: list[int], sizes: list[int], latencies_us: list[int], now: float) -> None:
+    def on_acks(self, partitions, sizes, latencies_us, now: float) -> None:
+        """A batch of acked events: partition, value size and delivery latency of each (arrays or lists)."""
         self._roll(now)
+        partitions = np.asarray(partitions, dtype=np.int64)
+        if not len(partitions):
+            return
         self.acked += len(partitions)
-        for p, n in zip(partitions, sizes):
-            self.partition_events[p] += 1
-            self.partition_bytes[p] += n
-        self.latencies.extend(latencies_us)
+        shifted = partitions + 1  # round-robin sends ack partition -1
+        events = np.bincount(shifted)
+        nbytes = np.bincount(shifted, weights=np.asarray(sizes, dtype=np.float64))
+        for i in np.flatnonzero(events).tolist():
+            self.partition_events[i - 1] += int(events[i])
+            self.partition_bytes[i - 1] += int(nbytes[i])
+        self.latencies.append(np.asarray(latencies_us, dtype=np.int64))
 
-    def on_fail(self, error: str, now: float) -> None:
+    def on_fail(self, error: str, now: float, n: int = 1) -> None:
         self._roll(now)
-        self.failed += 1
-        self.errors[error] += 1
-        self.errors_total[error] += 1
+        self.failed += n
+        self.errors[error] += n
+        self.errors_total[error] += n
+
+    def on_fails(self, errors: list[str], now: float) -> None:
+        """A batch of failed events, one error class each."""
+        for error, n in Counter(errors).items():
+            self.on_fail(error, now, n)
 
     def close(self) -> None:
         self._roll(time.time() + 1)

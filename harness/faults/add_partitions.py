@@ -2,7 +2,7 @@
 
 CreatePartitions raises the topic to a new total; the fault then writes a few events into each new partition with
 its own idempotent producer (real events with ids the checker understands, logged as acked history in
-`producers/acks-fault-<k>.csv` under producer index FAULT_PRODUCER_BASE + k) and at once deletes everything the
+`producers/acks-fault-<k>.arrows` under producer index FAULT_PRODUCER_BASE + k) and at once deletes everything the
 new partitions hold with DeleteRecords (the producer processes may have reached them already: their metadata
 refreshes, and keyed traffic goes through the client's partitioner). The loss is exact: per new partition,
 [0, log start after); sends acked without an offset before the deletion are declared as possibly among it.
@@ -85,13 +85,13 @@ class AddPartitions(Fault):
         from confluent_kafka import Producer
 
         from harness.backends.kafka.admin import CLIENT_LOG
+        from harness.history import AckWriter
         from producers.event import encode
-        from producers.records import AckLog
 
         out = ctx.run_dir / "producers"
         out.mkdir(parents=True, exist_ok=True)
-        k = len(list(out.glob("acks-fault-*.csv")))
-        index, path = FAULT_PRODUCER_BASE + k, out / f"acks-fault-{k}.csv"
+        k = len(list(out.glob("acks-fault-*.arrows")))
+        index, path = FAULT_PRODUCER_BASE + k, out / f"acks-fault-{k}.arrows"
         reports: list = []
         config = dict(ctx.backend.producer_settings(), **{"enable.idempotence": True, "acks": "all",
                                                            "linger.ms": 0, "logger": CLIENT_LOG})
@@ -104,19 +104,22 @@ class AddPartitions(Fault):
                                  on_delivery=lambda err, msg, s=seq, t=now: reports.append((s, t, err, msg)))
                 seq += 1
         left = producer.flush(30)
-        log = AckLog(path, index)
-        rows, written, errors = [], {p: 0 for p in partitions}, []
+        log = AckWriter(path, index)
+        written, errors = {p: 0 for p in partitions}, []
+        rows = []  # seq, partition, offset, intended_ms, latency_us, error
         for s, t, err, msg in sorted(reports, key=lambda r: r[0]):
-            ack_ms = f"{time.time() * 1000.0:.3f}"
             latency_us = int((msg.latency() or 0.0) * 1e6)
             if err is None:
                 offset = -1 if msg.offset() is None else msg.offset()  # acked without its offset: unknown
-                rows.append(f"{s},{msg.partition()},{offset},{t * 1000.0:.3f},{ack_ms},{latency_us},\n")
+                rows.append((s, msg.partition(), offset, round(t * 1000.0, 3), latency_us, ""))
                 written[msg.partition()] = max(written[msg.partition()], offset + 1)
             else:
                 errors.append(err.name())
-                rows.append(f"{s},{msg.partition()},-1,{t * 1000.0:.3f},{ack_ms},{latency_us},{err.name()}\n")
-        log.write_rows(rows)
+                partition = -1 if msg.partition() is None else msg.partition()
+                rows.append((s, partition, -1, round(t * 1000.0, 3), latency_us, err.name()))
+        if rows:
+            seqs, parts, offsets, intended, latencies, names = zip(*rows)
+            log.append(seqs, parts, offsets, intended, time.time() * 1000.0, latencies, list(names))
         log.close()
         if left or errors or len(reports) != seq:
             raise FaultError(f"the fault's own events were not all acked: {left} unflushed, errors {errors}")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from harness.context import RunContext
 
 
-FAULT_PRODUCER_BASE = 10_000  # producer index of events a fault writes itself (acks-fault-<k>.csv): never a process's
+FAULT_PRODUCER_BASE = 10_000  # producer index of events a fault writes itself (acks-fault-<k>.arrows): never a process's
 
 
 class FaultOptions(BaseModel):

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -48,10 +49,15 @@ def checks(result):
 
 
 def acked(out) -> pd.DataFrame:
-    frames = [pd.read_csv(f, keep_default_na=False, dtype={"error": str})
-              for f in sorted((out / "producers").glob("acks-*.csv"))]
-    acks = pd.concat(frames, ignore_index=True)
+    acks = pd.concat([read_history(f) for f in sorted((out / "producers").glob("acks-*.arrows"))],
+                     ignore_index=True)
     return acks[acks["error"] == ""]
+
+
+def read_history(path) -> pd.DataFrame:
+    """One process's ack log (an Arrow IPC stream), read with pyarrow alone."""
+    with pa.ipc.open_stream(str(path)) as reader:
+        return reader.read_all().to_pandas()
 
 
 def delivered(out) -> pd.DataFrame:
@@ -206,7 +212,7 @@ def test_add_partitions(harness_env, tmp_path, strict):
     assert c["lost"] == 0 and c["duplicates"] == 0 and no_duplicates_in_sink(out)
     d = next(r for r in fault_rows(out) if r["action"] == "inject")["detail"]
     assert (d["partitions_before"], d["partitions_after"]) == (4, 8)
-    fault_acks = pd.read_csv(out / "producers" / "acks-fault-0.csv", keep_default_na=False)
+    fault_acks = read_history(out / "producers" / "acks-fault-0.arrows")
     assert len(fault_acks) == 4 * 5 and set(fault_acks["partition"]) == {4, 5, 6, 7}
     assert (fault_acks["producer"] == 10_000).all() and (fault_acks["error"] == "").all()
     ranges = log_start_ranges({int(p): o for p, o in d["log_start_before"].items()},
@@ -336,7 +342,7 @@ def test_add_partitions_writes_acked_events_and_deletes_them(kafka, supervisor, 
     detail = fault.inject(ctx)
     assert len(kafka.end_offsets(ctx.stream)) == 4
     assert watermarks(kafka, ctx.stream, 4)[2] == (3, 3) and watermarks(kafka, ctx.stream, 4)[3] == (3, 3)
-    acks = pd.read_csv(tmp_path / "producers" / "acks-fault-0.csv", keep_default_na=False)
+    acks = read_history(tmp_path / "producers" / "acks-fault-0.arrows")
     assert list(acks.columns) == ["producer", "seq", "partition", "offset", "intended_ms", "ack_ms",
                                   "latency_us", "error"]
     assert sorted(zip(acks["partition"], acks["offset"])) == [(p, o) for p in (2, 3) for o in range(3)]
@@ -348,4 +354,4 @@ def test_add_partitions_writes_acked_events_and_deletes_them(kafka, supervisor, 
 
     assert len(load_acks(tmp_path / "producers")) == 6
     fault_for(options("add_partitions", add=1, records=1)).inject(ctx)  # a second injection: its own log
-    assert (tmp_path / "producers" / "acks-fault-1.csv").exists()
+    assert (tmp_path / "producers" / "acks-fault-1.arrows").exists()

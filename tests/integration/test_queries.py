@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from harness.history import load_acks
 from harness.oracles import window_counts
 from harness.queries import resolve
 from harness.spark.events import from_kafka
@@ -40,13 +41,9 @@ def exact_window(intended_text: str, window_ms: int) -> int:
 
 
 def ack_texts(run_dir: Path) -> list[tuple[str, str]]:
-    """(intended_ms text, error) of every row of the raw ack logs."""
-    rows = []
-    for f in sorted((run_dir / "producers").glob("acks-*.csv")):
-        text = f.read_text()
-        frame = pd.read_csv(io.StringIO(text[: text.rfind("\n") + 1]), dtype=str, keep_default_na=False)
-        rows += list(zip(frame["intended_ms"], frame["error"]))
-    return rows
+    """(intended_ms text, error) of every row of the ack logs (3 decimals: the float is the nearest to that text)."""
+    acks = load_acks(run_dir / "producers")
+    return [(f"{t:.3f}", e) for t, e in zip(acks["intended_ms"].tolist(), acks["error"].tolist())]
 
 
 def sink_rows(run_dir: Path) -> pd.DataFrame:
@@ -231,8 +228,7 @@ def test_a_users_query_module_next_to_its_scenario(harness_env, tmp_path):
     proc, result = run_scenario(harness_env, out, str(FIXTURES / "scenario.toml"))
     assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]
     assert result["query"]["name"] == "my_job:build" and result["query"]["oracle"] == "my_job:sampled_exactly"
-    acks = pd.concat([pd.read_csv(f, dtype=str, keep_default_na=False)
-                      for f in sorted((out / "producers").glob("acks-*.csv"))])
+    acks = load_acks(out / "producers")
     acked = acks[acks["error"] == ""]["seq"].astype(int)
     rows = sink_rows(out)
     assert len(rows) == int((acked % 3 == 0).sum()) == result["oracle"]["expected"] > 0

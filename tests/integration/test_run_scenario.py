@@ -1,5 +1,4 @@
 """`harness run` as a user runs it: a real scenario end to end, the result contract, and no orphans ever."""
-import csv
 import json
 import os
 import signal
@@ -12,6 +11,7 @@ import pytest
 
 from reports.report import parse_offsets
 
+from harness.history import load_acks
 from harness.supervisor import processes_with_env
 from report_pages import open_page, svg_text
 
@@ -65,9 +65,9 @@ def test_steady_passes_end_to_end(steady_run):
     assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] == 72000
     # the warm-up's events are those the schedule put in its first 4 s at 3,000/s (12,000, the one on the
     # boundary either side), counted from the ack logs
-    acks = [row for f in (out / "producers").glob("acks-*.csv") for row in csv.DictReader(f.open())]
+    acks = load_acks(out / "producers")
     start_ms = float(json.loads((out / "producers" / "job.json").read_text())["start_at"]) * 1000.0
-    warm = sum(1 for row in acks if float(row["intended_ms"]) < start_ms + 4000.0)
+    warm = int((acks["intended_ms"] < start_ms + 4000.0).sum())
     assert abs(warm - 12000) <= 1 and result["warmup"]["events_delivered"] == warm
     assert result["warmup"]["latency_ms"]["max"] > 0
     assert set(result["latency_ms"]) == {"p50", "p90", "p99", "p999", "max"}
@@ -75,7 +75,7 @@ def test_steady_passes_end_to_end(steady_run):
     assert result["batches"] > 1 and result["throughput"]["process_rps"] > 0
     assert abs(result["throughput"]["produce_eps"] - 3000) < 1
     for name in ("scenario.json", "progress.jsonl", "report.md", "timeline.jsonl", "spark/driver.log",
-                 "producers/acks-0.csv", "services/kafka/node-1/server.log", "checkpoint/offsets/0"):
+                 "producers/acks-0.arrows", "services/kafka/node-1/server.log", "checkpoint/offsets/0"):
         assert (out / name).exists(), name
     progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
     assert sum(p["numInputRows"] for p in progress) == 72000
@@ -145,7 +145,7 @@ def test_the_run_report_draws_every_figure_from_the_run(steady_run, browser):
         assert "warm-up" in svg_text(page, "fig-throughput")
     assert figures["fig-skew"]["data_points"] == 8  # one bar a partition
     series = json.loads((out / "series.json").read_text())
-    acks = [row for f in (out / "producers").glob("acks-*.csv") for row in csv.DictReader(f.open())]
+    acks = load_acks(out / "producers")
     assert sum(series["produced"]["sent"]) == len(acks) == 72000
     result = json.loads((out / "result.json").read_text())
     assert sum(series["delivered"]["visible"]) == result["counts"]["sink_rows"] == 72000

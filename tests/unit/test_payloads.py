@@ -5,7 +5,8 @@ import zlib
 import numpy as np
 import pytest
 
-from producers.payloads import ALPHABET, PayloadSource
+from producers.event import decode, encode
+from producers.payloads import _TEXT, ALPHABET, PayloadSource, read_event_ids
 from producers.spec import PayloadSpec
 
 
@@ -91,3 +92,57 @@ def test_payload_uses_next_size():
     src = P({"size": {"kind": "fixed", "bytes": 33}, "content": "compressible"})
     assert len(src.payload()) == 33
     assert src.max_bytes == 33
+
+
+# -- whole batches of encoded events (the producer's hot path) -----------------------------------------------------
+T_S = 1_795_313_990.0  # an epoch instant in seconds
+
+
+@pytest.mark.parametrize("content", ["random", "compressible"])
+@pytest.mark.parametrize("size", [{"kind": "fixed", "bytes": 256}, {"kind": "uniform", "min_bytes": 1,
+                                                                     "max_bytes": 400}])
+def test_batch_events_are_what_the_event_encoder_writes(content, size):
+    """Each value of a batch is byte for byte `producers.event.encode` of its id and intended time with its own
+    pad, at its wanted size (or its head's when that is longer); the batch crosses a digit boundary of seq."""
+    src = P({"content": content, "size": size})
+    n, seq0 = 600, 99_700
+    intended = T_S + np.arange(n) * 0.000_37 + 0.000_123_4
+    sizes = src.next_sizes_array(n)
+    values, total = src.events(7, seq0, intended, sizes)
+    assert len(values) == n and total == sum(len(v) for v in values)
+    for i, v in enumerate(values):
+        pad = decode(v)["pad"]
+        assert v == encode(7, seq0 + i, float(intended[i]), pad)
+        assert len(v) == max(int(sizes[i]), len(encode(7, seq0 + i, float(intended[i]))))
+        assert set(pad.encode()) <= set(ALPHABET if content == "random" else _TEXT.encode())
+
+
+def test_batch_events_large_payloads_are_built_one_by_one_the_same_way():
+    src = P({"content": "compressible", "size": {"kind": "fixed", "bytes": 9_000_000}})
+    values, total = src.events(0, 0, T_S + np.arange(3), src.next_sizes_array(3))  # 27 MB: over the matrix limit
+    assert [len(v) for v in values] == [9_000_000] * 3 and total == 27_000_000
+    assert [decode(v)["s"] for v in values] == [0, 1, 2]
+    assert values[2] == encode(0, 2, T_S + 2, decode(values[2])["pad"])
+
+
+def test_batch_content_compresses_as_configured():
+    rnd = P({"content": "random", "size": {"kind": "fixed", "bytes": 1000}})
+    cmp_ = P({"content": "compressible", "size": {"kind": "fixed", "bytes": 1000}})
+    batch_r = b"".join(rnd.events(0, 0, T_S + np.arange(500), rnd.next_sizes_array(500))[0])
+    batch_c = b"".join(cmp_.events(0, 0, T_S + np.arange(500), cmp_.next_sizes_array(500))[0])
+    assert len(zlib.compress(batch_r, 9)) / len(batch_r) > 0.70  # 95.5% pad at 6 bits of 8; heads compress
+    assert len(zlib.compress(batch_c, 9)) / len(batch_c) < 0.05
+
+
+def test_event_ids_are_read_back_from_values_in_bulk():
+    """Values written by the event encoder itself (an independent source): ids and the intended time's text."""
+    times = [T_S + 0.0004567, 1_795_313_999.9999996, 12.5, T_S + 86_400 * 365 * 300]  # 13, 13, 5 and 14 digits
+    seqs = [9, 10, 12_345_678_901, 0]
+    values = [encode(42, s, t, "x" * k) for s, t, k in zip(seqs, times, (0, 3, 300, 1))]
+    seq, intended_ms = read_event_ids(42, values)
+    assert seq.tolist() == seqs
+    assert intended_ms.tolist() == [float(f"{t * 1000.0:.3f}") for t in times]
+    with pytest.raises(ValueError):
+        read_event_ids(4, values)  # not producer 4's events
+    with pytest.raises(ValueError):
+        read_event_ids(42, [b'{"p":42,"s":1x,"t":1.000,"pad":""}'])

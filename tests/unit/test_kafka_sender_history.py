@@ -1,0 +1,60 @@
+"""KafkaSender's delivery reports into the history, with the real client and no broker: every event handed over
+is recorded once, as failed with the client's own error class (timed out, or purged at exit)."""
+import time
+
+import numpy as np
+
+from harness.history import AckWriter, load_acks
+from producers.kafka_sender import KafkaSender
+from producers.payloads import PayloadSource
+from producers.records import SecondStats
+from producers.spec import PayloadSpec
+
+NOWHERE = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0, "reconnect.backoff.max.ms": 1000}
+
+
+def sender(tmp_path, **settings) -> KafkaSender:
+    acks = AckWriter(tmp_path / "acks-5.arrows", 5, flush_s=3600)
+    return KafkaSender("t", dict(NOWHERE, **settings), acks, SecondStats(tmp_path / "stats-5.jsonl"))
+
+
+def batch(seq0: int, n: int) -> tuple[list[bytes], np.ndarray]:
+    src = PayloadSource(PayloadSpec.model_validate({"size": {"kind": "fixed", "bytes": 100}}), 1)
+    intended = 1_795_313_990.25 + np.arange(n) * 0.001
+    return src.events(5, seq0, intended, src.next_sizes_array(n))[0], intended
+
+
+def service_until(s: KafkaSender, n: int, timeout: float = 20.0) -> None:
+    deadline = time.time() + timeout
+    while s.stats.failed < n and time.time() < deadline:
+        s.service()
+        time.sleep(0.02)
+
+
+def test_undeliverable_events_are_recorded_failed_with_their_error_class(tmp_path):
+    s = sender(tmp_path, **{"message.timeout.ms": 300, "enable.idempotence": False})
+    values, intended = batch(0, 5)
+    s.send_many(values[:3], [b"a", b"b", None], None)
+    s.send_many(values[3:], [b"c", b"d"], [2, 4])  # explicit partitions
+    service_until(s, 5)
+    s.acks.close()
+    acks = load_acks(tmp_path).sort_values("seq")
+    assert acks["seq"].tolist() == [0, 1, 2, 3, 4] and (acks["producer"] == 5).all()
+    assert (acks["error"] == "_MSG_TIMED_OUT").all() and (acks["offset"] == -1).all()
+    assert acks["partition"].tolist() == [-1, -1, -1, 2, 4]  # never placed: no metadata
+    assert acks["intended_ms"].tolist() == [float(f"{t * 1000:.3f}") for t in intended]
+    assert s.stats.errors_total == {"_MSG_TIMED_OUT": 5} and s.stats.acked == 0
+    assert (acks["latency_us"] > 200_000).all()  # produce() to the report: the timeout
+
+
+def test_abandon_purges_whats_queued_and_each_event_is_recorded(tmp_path):
+    s = sender(tmp_path, **{"message.timeout.ms": 60_000})
+    values, _ = batch(100, 50)
+    s.send_many(values, [b"k"] * 50, None)
+    assert s.outstanding() >= 50  # the client's queue (and its own requests)
+    s.abandon()
+    service_until(s, 50)
+    s.acks.close()
+    acks = load_acks(tmp_path)
+    assert sorted(acks["seq"]) == list(range(100, 150))
+    assert set(acks["error"]) == {"_PURGE_QUEUE"}
