@@ -27,11 +27,12 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
-
 ENV_NAME = "HARNESS_RUN_ID"
 TOP_FILES = "(files)"  # the run directory's own files (progress.jsonl, lag.jsonl, …) in the disk breakdown
 DISK_BUDGET_SHARE = 0.01  # the disk walk may take at most this share of wall time
+# a single-threaded process younger than this is a spawn in passing (Hadoop's chmod, a JVM's child between clone
+# and exec, which shares the JVM's memory and would count it twice); left out, and counted as `transient`
+TRANSIENT_S = 1.0
 
 # (role, substrings of the command line, any of which names it); the first match wins, so JVMs whose class path
 # mentions other names are placed by their main class, which comes first here
@@ -68,6 +69,13 @@ def _has_env(pid: int, needle: bytes) -> bool:
         return False
 
 
+def boot_time() -> float:
+    """When the kernel booted, in epoch seconds to 10 ms: /proc/stat's btime (what psutil uses) is whole seconds,
+    which would put every process's start up to a second off the sampler's clock."""
+    with open("/proc/uptime", encoding="ascii") as f:
+        return time.time() - float(f.read().split()[0])
+
+
 def _pids() -> set[int]:
     return {int(n) for n in os.listdir("/proc") if n.isdigit()}
 
@@ -99,7 +107,7 @@ class ProcReader:
         self.runner_pid = runner_pid
         self.tick = os.sysconf("SC_CLK_TCK")
         self.page = os.sysconf("SC_PAGE_SIZE")
-        self.boot = psutil.boot_time()
+        self.boot = boot_time()
         self._roles: dict[int, tuple[str, str]] = {}  # pid -> (comm, role)
 
     def record(self, pid: int) -> dict | None:
@@ -181,8 +189,8 @@ def _tree_bytes(path: str) -> int:
 
 
 class ResourceSampler(threading.Thread):
-    """Appends {"t", "cost_ms", "procs": [...], "disk"?: {"bytes", "by_dir"}} to `path` every `interval_s`
-    until stopped. `sample()` takes one sample without the thread (tests, a final sample)."""
+    """Appends {"t", "cost_ms", "procs": [...], and when there are "disk": {"bytes", "by_dir"}, "disk_ms",
+    "transient"} to `path` every `interval_s` until stopped. `sample()` takes one sample without the thread."""
 
     def __init__(self, path: Path, run_id: str, run_dir: Path, interval_s: float = 5.0):
         super().__init__(name="resource-sampler", daemon=True)
@@ -199,7 +207,11 @@ class ResourceSampler(threading.Thread):
         pids = self.finder.find()
         self.reader.forget_except(set(pids))
         procs = [r for pid in pids if (r := self.reader.record(pid)) is not None]
-        row: dict = {"t": round(t, 3), "procs": procs}
+        kept = [r for r in procs if not (r["threads"] == 1 and t - r["create_time"] < TRANSIENT_S
+                                         and r["role"] != "runner")]
+        row: dict = {"t": round(t, 3), "procs": kept}
+        if len(kept) < len(procs):
+            row["transient"] = len(procs) - len(kept)
         if time.monotonic() >= self._next_disk:
             d0 = time.perf_counter()
             row["disk"] = disk_usage(self.run_dir)
