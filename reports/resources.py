@@ -186,10 +186,15 @@ def summarize(samples: list[dict], after_s: float = AFTER_S, max_growth_mb_per_h
         return {}
     ordered = sorted(samples, key=lambda x: x["t"])
     costs = [s["cost_ms"] for s in ordered if "cost_ms" in s]
+    walks = [s["disk_ms"] for s in ordered if "disk_ms" in s]
     gaps = sorted(b["t"] - a["t"] for a, b in zip(ordered, ordered[1:]))
     return {"samples": len(ordered), "first_t": ordered[0]["t"], "last_t": ordered[-1]["t"],
             "interval_s": round(gaps[len(gaps) // 2], 3) if gaps else None,
+            # what sampling cost the runner: a whole sample, and the disk walk within it (spaced out when slow)
             "cost_ms": {"mean": round(sum(costs) / len(costs), 2), "max": max(costs)} if costs else {},
+            "disk_walk_ms": {"count": len(walks), "mean": round(sum(walks) / len(walks), 2), "max": max(walks)}
+            if walks else {},
+            "transient": sum(s.get("transient", 0) for s in ordered),
             "roles": roles_summary(ordered), "disk": disk_summary(ordered),
             "leaks": leaks(ordered, after_s, max_growth_mb_per_h, min_span_s, t0)}
 
@@ -215,7 +220,11 @@ def resources_markdown(summary: dict) -> list[str]:
              f"Every process of the run sampled {summary['samples']} times over {span:,.0f} s "
              f"(every {summary.get('interval_s') or 0:g} s"
              + (f"; a sample cost {cost['mean']:.1f} ms on average, {cost['max']:.1f} ms at most" if cost else "")
-             + "). RSS is the role's processes summed at a sample; cores are CPU time over wall time.", "",
+             + (f", of which walking the run directory {walk['mean']:.1f} ms on average over {walk['count']} walks"
+                if (walk := summary.get("disk_walk_ms")) else "")
+             + "). RSS is the role's processes summed at a sample; cores are CPU time over wall time"
+             + (f"; {summary['transient']} sighting(s) of single-threaded processes under a second old (spawns "
+                f"in passing) left out" if summary.get("transient") else "") + ".", "",
              _table(["role", "processes", "peak RSS", "mean RSS", "largest process", "CPU s", "cores mean",
                      "cores peak", "max open files", "max threads"],
                     [[role, r["processes"], _mb(r["rss_peak_bytes"]), _mb(r["rss_mean_bytes"]),

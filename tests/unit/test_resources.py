@@ -302,14 +302,18 @@ def test_the_summary_and_its_markdown():
                       proc(2, 0.0, "producer", (100 + 10 * k) * MB, cpu=3.0 * k),
                       disk={"bytes": 1_000_000 * (k + 1), "by_dir": {"sink": 1_000_000 * (k + 1)}})
                for k in range(11)]
+    samples[3]["disk_ms"], samples[4]["disk_ms"], samples[4]["transient"] = 4.0, 8.0, 2
     s = summarize(samples, after_s=0, max_growth_mb_per_h=100, min_span_s=300)
     assert s["samples"] == 11 and s["interval_s"] == 60 and s["cost_ms"] == {"mean": 1.0, "max": 1.0}
+    assert s["disk_walk_ms"] == {"count": 2, "mean": 6.0, "max": 8.0} and s["transient"] == 2
     assert s["roles"]["broker"]["cores_mean"] == 0.1 and s["roles"]["producer"]["cores_mean"] == 0.05
     assert s["disk"]["peak_bytes"] == 11_000_000
     # the producer: +10 MB a minute = 600 MB/h
     assert s["leaks"]["processes"][1]["growth_mb_per_h"] == pytest.approx(600.0)
     text = "\n".join(resources_markdown(s))
     assert "## Resources" in text and "### Leaks: **LEAK**" in text
+    assert "of which walking the run directory 6.0 ms on average over 2 walks" in text
+    assert "2 sighting(s) of single-threaded processes under a second old" in text
     assert "| producer | 2 | 11 | 600 | 100 MB | 200 MB | +600.0 | **LEAK** |" in text
     assert "| broker | 1 | 300 MB | 300 MB | 300 MB | 60.0 | 0.10 | 0.10 | 10 | 5 |" in text
     assert "| sink | 11 MB | 11 MB |" in text
