@@ -130,7 +130,12 @@ def main(what: str, json_path: str | None, quick: bool, console: Console | None 
     console = console or Console()
     names = list(BENCHES) if what == "all" else [what]
     results, all_ran = run_benches(names, quick=quick, console=console)
-    console.rich.print(table(results))
+    out = console.rich
+    if not out.is_terminal:  # a CI log or a pipe: no terminal width to fit, keep each row on one line
+        from rich.console import Console as RichConsole
+
+        out = RichConsole(width=180, highlight=False, soft_wrap=False)
+    out.print(table(results))
     if json_path:
         write_json(json_path, results, single=what != "all")
     return 0 if all_ran else 1
