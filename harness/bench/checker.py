@@ -1,0 +1,253 @@
+"""`harness bench checker`: the checker end to end on synthetic histories of growing size, against the pandas
+engine it replaced, side by side in one run.
+
+Each size is a real run directory's worth of history: producers' Arrow IPC ack files (`acks-<n>.arrows`, as the
+producers write them), and a Parquet file sink with its `_spark_metadata` log (files' commit times set), with
+losses, duplicates and failed sends planted at known places. Each engine runs in a subprocess of its own, from
+reading the files to the verdict with its latency summary, so its peak RSS (getrusage of that process) is its own;
+the counts it reports are checked against what was planted. The pandas engine (tests/unit/reference_reconcile.py,
+today's checker before DuckDB) runs at the sizes it can afford. Synthetic data goes under a temporary directory
+(`HARNESS_BENCH_TMP` to move it) and is deleted after each size.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from harness import atomic
+from harness.bench import row
+from harness.history import ACK_SCHEMA
+
+PRODUCERS = 4
+PARTITIONS = 16
+RATE_EPS = 50_000  # synthetic traffic: events per second of intended time
+SINK_BATCH_S = 10  # one sink batch (one commit) per this much intended time
+CHUNK = 1 << 20  # events generated at a time (bounded memory)
+LOST_EVERY, DUP_EVERY, FAILED_EVERY = 100_003, 49_999, 200_003  # planted defects (event index multiples)
+T0_MS = 1_700_000_000_000.0
+GOAL_EPS = 1_000_000
+REFERENCE_SIZES = (1_000_000,)
+MEMORY_LIMIT, MEMORY_LIMIT_MB = "1GB", 1024
+RSS_SLACK_MB = 512  # beyond DuckDB's memory_limit: the interpreter, pyarrow, DuckDB's catalog and result buffers
+
+
+def planted(n: int) -> dict:
+    """What the generator plants in n events, for the engines' counts to be checked against."""
+    idx = np.arange(n, dtype=np.int64)
+    failed = idx % FAILED_EVERY == FAILED_EVERY - 1
+    lost = (idx % LOST_EVERY == LOST_EVERY - 1) & ~failed
+    dup = (idx % DUP_EVERY == DUP_EVERY - 1) & ~failed & ~lost
+    return {"produced": n, "failed": int(failed.sum()), "lost": int(lost.sum()), "duplicates": int(dup.sum()),
+            "delivered_unique": int(n - failed.sum() - lost.sum())}
+
+
+def generate(directory: Path, n: int) -> None:
+    """n events of PRODUCERS producers over PARTITIONS partitions at RATE_EPS, their acks in Arrow IPC streams
+    and their sink rows in Parquet files, one sink batch per SINK_BATCH_S seconds, each file's rows in partition
+    and offset order as Spark writes them, its log entry's mtime the batch's commit time."""
+    producers, sink, meta = directory / "producers", directory / "sink", directory / "sink" / "_spark_metadata"
+    for d in (producers, meta):
+        d.mkdir(parents=True, exist_ok=True)
+    writers = [ipc.new_stream(str(producers / f"acks-{p}.arrows"), ACK_SCHEMA) for p in range(PRODUCERS)]
+    per_batch = RATE_EPS * SINK_BATCH_S
+    rng = np.random.default_rng(1)
+    try:
+        for batch_id, lo in enumerate(range(0, n, per_batch)):
+            hi = min(lo + per_batch, n)
+            for c_lo in range(lo, hi, CHUNK):
+                _ack_chunk(writers, rng, c_lo, min(c_lo + CHUNK, hi))
+            commit_ms = _sink_batch(sink, batch_id, lo, hi, rng)
+            entry = meta / str(batch_id)
+            entry.write_text("v1\n" + json.dumps({"path": f"file://{sink / f'part-{batch_id:06d}.parquet'}",
+                                                  "size": 0, "isDir": False, "modificationTime": 0,
+                                                  "blockReplication": 1, "blockSize": 0, "action": "add"}) + "\n")
+            os.utime(entry, (commit_ms / 1000.0, commit_ms / 1000.0))
+    finally:
+        for w in writers:
+            w.close()
+
+
+def _events(lo: int, hi: int) -> dict[str, np.ndarray]:
+    idx = np.arange(lo, hi, dtype=np.int64)
+    producer = (idx % PRODUCERS).astype(np.int32)
+    partition = ((idx * 2654435761) % PARTITIONS).astype(np.int32)  # keyed: spread over partitions
+    offset = _offsets(idx)
+    return {"idx": idx, "producer": producer, "seq": idx // PRODUCERS, "partition": partition, "offset": offset,
+            "intended_ms": T0_MS + idx * (1000.0 / RATE_EPS)}
+
+
+def _offsets(idx: np.ndarray) -> np.ndarray:
+    """Offset of each event in its partition: the events before it in that partition. An odd multiplier modulo
+    a power of two maps every PARTITIONS consecutive indices onto all partitions once."""
+    return idx // PARTITIONS
+
+
+def _ack_chunk(writers, rng, lo: int, hi: int) -> None:
+    e = _events(lo, hi)
+    n = hi - lo
+    latency_us = rng.integers(500, 20_000, n)
+    ack_ms = e["intended_ms"] + rng.uniform(0.5, 3.0, n) + latency_us / 1000.0
+    failed = e["idx"] % FAILED_EVERY == FAILED_EVERY - 1
+    error = np.where(failed, "_MSG_TIMED_OUT", "")
+    offset = np.where(failed, -1, e["offset"])
+    for p, w in enumerate(writers):
+        m = e["producer"] == p
+        w.write_batch(pa.record_batch([
+            pa.array(e["producer"][m]), pa.array(e["seq"][m]), pa.array(e["partition"][m]), pa.array(offset[m]),
+            pa.array(e["intended_ms"][m]), pa.array(ack_ms[m]), pa.array(latency_us[m]), pa.array(error[m])],
+            schema=ACK_SCHEMA))
+
+
+def _sink_batch(sink: Path, batch_id: int, lo: int, hi: int, rng) -> float:
+    e = _events(lo, hi)
+    failed = e["idx"] % FAILED_EVERY == FAILED_EVERY - 1
+    lost = (e["idx"] % LOST_EVERY == LOST_EVERY - 1) & ~failed
+    keep = ~failed & ~lost
+    dup = (e["idx"] % DUP_EVERY == DUP_EVERY - 1) & keep
+    cols = {k: np.concatenate([e[k][keep], e[k][dup]]) for k in ("producer", "seq", "partition", "offset",
+                                                                   "intended_ms")}
+    order = np.lexsort((cols["offset"], cols["partition"]))
+    pq.write_table(pa.table({
+        "producer": pa.array(cols["producer"][order]), "seq": pa.array(cols["seq"][order]),
+        "intended_ms": pa.array(cols["intended_ms"][order]), "partition": pa.array(cols["partition"][order]),
+        "offset": pa.array(cols["offset"][order])}), sink / f"part-{batch_id:06d}.parquet",
+        compression="snappy")
+    return float(e["intended_ms"][-1]) + 1500.0 + float(rng.uniform(0, 500))
+
+
+# --------------------------------------------------------------------------------------------- the engines
+def check_new(directory: str) -> dict:
+    """The DuckDB engine as a run uses it: history and sink files in, verdict and latency summary out."""
+    from harness.checker import IncrementalChecker
+    from harness.history import ack_batches
+
+    d = Path(directory)
+    t = time.perf_counter()
+    with IncrementalChecker(d / "state", memory_limit=MEMORY_LIMIT) as checker:
+        checker.add_acks(ack_batches(d / "producers"))
+        checker.add_sink(d / "sink")
+        rec = checker.reconcile(measured_from_ms=T0_MS + 1000.0, t0=T0_MS / 1000.0)
+        p99 = rec.latency.latency.percentiles()["p99"]
+    return {"seconds": time.perf_counter() - t, "counts": rec.counts(), "p99": p99}
+
+
+def check_old(directory: str) -> dict:
+    """The pandas engine it replaced, on the same files (tests/unit/reference_reconcile.py)."""
+    import importlib.util
+
+    from harness.checker import apply_placements, load_acks, load_placements
+    from harness.sink import read_sink
+
+    spec = importlib.util.spec_from_file_location("reference_reconcile", _reference_path())
+    ref = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = ref  # dataclasses look their module up
+    spec.loader.exec_module(ref)  # type: ignore[union-attr]
+    d = Path(directory)
+    t = time.perf_counter()
+    acks = apply_placements(load_acks(d / "producers"), load_placements(d / "placements"))
+    rec = ref.reconcile(acks, read_sink(d / "sink"))
+    measured = rec.delivered_intended_ms >= T0_MS + 1000.0
+    p99 = ref.percentiles_ms(rec.latency_ms[measured])["p99"]
+    return {"seconds": time.perf_counter() - t, "counts": rec.counts(), "p99": p99}
+
+
+def _reference_path() -> Path:
+    return Path(__file__).resolve().parents[2] / "tests" / "unit" / "reference_reconcile.py"
+
+
+def _child(engine: str, directory: str) -> None:
+    import resource
+
+    out = (check_new if engine == "new" else check_old)(directory)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(json.dumps(out))
+
+
+def _measure(engine: str, directory: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "harness.bench.checker", engine, str(directory)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise RuntimeError(f"the {engine} checker failed on {directory}: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------------------------- the bench
+def run_bench(json_path: str | None = None, quick: bool = False) -> dict:
+    sizes = [1_000_000] if quick else [1_000_000, 10_000_000, 100_000_000]
+    root = Path(tempfile.mkdtemp(prefix="bench-checker-", dir=os.environ.get("HARNESS_BENCH_TMP")))
+    details: dict = {"sizes": {}, "memory_limit": MEMORY_LIMIT, "producers": PRODUCERS, "partitions": PARTITIONS}
+    rows: list[dict] = []
+    try:
+        for n in sizes:
+            directory = root / f"n{n}"
+            t = time.perf_counter()
+            generate(directory, n)
+            size = {"generate_s": round(time.perf_counter() - t, 1), "disk_mb": round(_du(directory) / 2**20),
+                    "planted": planted(n)}
+            size["new"] = _measure("new", directory)
+            if n in REFERENCE_SIZES and _reference_path().exists():
+                size["old"] = _measure("old", directory)
+            shutil.rmtree(directory, ignore_errors=True)
+            details["sizes"][str(n)] = size
+            _verify(size)
+        rows = _rows(details["sizes"])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    out = {"rows": rows, **details}
+    if json_path:
+        atomic.write_json(json_path, out)
+    return out
+
+
+def _verify(size: dict) -> None:
+    """Both engines must find exactly what was planted: a fast wrong checker is no result."""
+    want = size["planted"]
+    for engine in ("new", "old"):
+        if engine in size:
+            counts = size[engine]["counts"]
+            got = {k: counts[k] for k in want}
+            if got != want:
+                raise RuntimeError(f"the {engine} checker counted {got}, the history holds {want}")
+    if "old" in size and size["old"]["counts"] != size["new"]["counts"]:
+        raise RuntimeError(f"the engines disagree: {size['new']['counts']} vs {size['old']['counts']}")
+
+
+def _rows(sizes: dict) -> list[dict]:
+    """Events/s per size (goal: GOAL_EPS) and peak RSS per size (goal: within a bound that does not depend on the
+    size, DuckDB's memory_limit plus RSS_SLACK_MB for Python, Arrow and DuckDB's own state), the pandas engine at
+    the size it ran as the reference."""
+    ref_n = next((n for n in sizes if "old" in sizes[n]), None)
+    ref = sizes[ref_n]["old"] if ref_n else None
+    ref_name = f"pandas checker ({int(ref_n) / 1e6:g}M)" if ref else None
+    bound = MEMORY_LIMIT_MB + RSS_SLACK_MB
+    out = []
+    for n, size in sizes.items():
+        eps = int(n) / size["new"]["seconds"]
+        out.append(row(f"checker events/s ({int(n) / 1e6:g}M events)", eps, "events/s",
+                       reference=int(ref_n) / ref["seconds"] if ref else None, reference_name=ref_name,
+                       goal=f">= {GOAL_EPS:,}", ok=eps >= GOAL_EPS))
+    for n, size in sizes.items():
+        rss = size["new"]["peak_rss_mb"]
+        out.append(row(f"checker peak RSS ({int(n) / 1e6:g}M events)", rss, "MB",
+                       reference=ref["peak_rss_mb"] if ref else None, reference_name=ref_name,
+                       goal=f"flat: <= {bound:,} MB at any size", ok=rss <= bound))
+    return out
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], sys.argv[2])
