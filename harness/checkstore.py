@@ -33,6 +33,7 @@ from harness.histsummary import Hist, LatencySummary, windows_from
 PRODUCER_BITS = 20
 MAX_SEQ = 1 << 43
 CHUNK_ROWS = 1 << 21  # ack rows handed to DuckDB at a time (bounded memory while ingesting)
+RANGE_ROWS = 4_000_000  # rows joined or grouped at a time: one key range each, so memory is bounded at any size
 
 _SCHEMA = """
 CREATE TABLE pending_acks(key BIGINT, arid BIGINT, producer INTEGER, seq BIGINT, partition INTEGER, "offset" BIGINT,
@@ -192,38 +193,56 @@ class CheckStore:
             self._generations = gens
             if self._count("delivered"):
                 self.con.execute(f"UPDATE delivered SET gen = {self._gen_sql('ack_ms')}", list(gens))
-            self._order_dirty = True
-        self._first_deliveries()
-        new = self._match()
+                self._order_dirty = True
+        if self._count("sink_new"):
+            for lo, hi in self._key_ranges(["sink_new"]):
+                self._first_deliveries(lo, hi)
+            self.con.execute("DELETE FROM sink_new")
+        for lo, hi in self._key_ranges(["pending_acks", "pending_first"]):
+            if self._match(lo, hi) and not self._order_dirty:
+                self._order_incremental()
+            self.con.execute("DROP TABLE IF EXISTS m")
         if self._order_dirty:
             self._order_full()
             self._order_dirty = False
-        elif new:
-            self._order_incremental()
-        self.con.execute("DROP TABLE IF EXISTS m")
+
+    def _key_ranges(self, tables: list[str]) -> list[tuple[int, int]]:
+        """[lo, hi) key ranges covering the keys the tables share, each about RANGE_ROWS rows of the largest
+        (keys are seq-major, so equal widths hold about equal numbers of events)."""
+        lo, hi, n = None, None, 0
+        for table in tables:
+            count, t_lo, t_hi = self.con.execute(f"SELECT count(*), min(key), max(key) FROM {table}").fetchall()[0]
+            if not count:
+                return []
+            lo, hi = (t_lo, t_hi) if lo is None else (max(lo, t_lo), min(hi, t_hi))
+            n = max(n, count)
+        if lo is None or lo > hi:
+            return []
+        k = -(-n // RANGE_ROWS)
+        edges = [lo + (hi + 1 - lo) * i // k for i in range(k + 1)]
+        return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
 
     def _gen_sql(self, col: str) -> str:
         """Generation of an event: how many declared topic recreations happened at or before its ack (the
         reference's searchsorted(..., side='right')); parameters: the generation times."""
         return " + ".join([f"({col} >= ?::DOUBLE)::INTEGER" for _ in self._generations or ()]) or "0"
 
-    def _first_deliveries(self) -> None:
+    def _first_deliveries(self, lo: int, hi: int) -> None:
         """The new sink rows' first deliveries (earliest commit, then the sink log's order) that are new keys go
         to pending_first; every other row is a duplicate (counted as sink rows minus distinct keys). A new row
         committed earlier than a known key's first delivery (a clock step) takes its place."""
         con = self.con
-        if not self._count("sink_new"):
-            return
         no_id = self._count("sink_new", "key IS NULL")
         if no_id:
             raise ValueError(f"{no_id} sink rows without an event id (null producer or seq): not accountable")
         # most keys arrive once: only those seen more than once need the (slower) earliest-row aggregate
-        con.execute("CREATE OR REPLACE TEMP TABLE twice AS SELECT key FROM sink_new GROUP BY key HAVING count(*) > 1")
-        con.execute("""CREATE OR REPLACE TEMP TABLE cand AS SELECT * FROM sink_new ANTI JOIN twice USING (key)
+        con.execute("""CREATE OR REPLACE TEMP TABLE new_rows AS SELECT * FROM sink_new
+            WHERE key >= ? AND key < ?""", [lo, hi])
+        con.execute("CREATE OR REPLACE TEMP TABLE twice AS SELECT key FROM new_rows GROUP BY key HAVING count(*) > 1")
+        con.execute("""CREATE OR REPLACE TEMP TABLE cand AS SELECT * FROM new_rows ANTI JOIN twice USING (key)
             UNION ALL SELECT key, arg_min(partition, (commit_ms, rid)), arg_min("offset", (commit_ms, rid)),
-                min(commit_ms), arg_min(rid, (commit_ms, rid)) FROM sink_new SEMI JOIN twice USING (key) GROUP BY key""")
-        con.execute("DROP TABLE twice")
-        con.execute("DELETE FROM sink_new")
+                min(commit_ms), arg_min(rid, (commit_ms, rid)) FROM new_rows SEMI JOIN twice USING (key) GROUP BY key""")
+        con.execute("DROP TABLE twice; DROP TABLE new_rows")
         earlier = con.execute("""SELECT count(*) FROM cand c JOIN delivered d USING (key)
             WHERE c.commit_ms < d.commit_ms""").fetchall()[0][0]
         if earlier:
@@ -237,19 +256,23 @@ class CheckStore:
               AND NOT EXISTS (SELECT 1 FROM pending_first f WHERE f.key = c.key)""")
         con.execute("DROP TABLE cand")
 
-    def _match(self) -> int:
-        """Pending acks meeting pending first deliveries become delivered events (temp table m: this round's)."""
+    def _match(self, lo: int, hi: int) -> int:
+        """Pending acks meeting pending first deliveries (keys in [lo, hi)) become delivered events (temp table
+        m: this range's)."""
         con = self.con
         con.execute(f"""CREATE OR REPLACE TEMP TABLE m AS SELECT a.key, a.arid, a.producer, a.seq,
             a.partition AS a_part, a."offset" AS a_off, f.partition AS s_part, f."offset" AS s_off, a.intended_ms,
             a.produce_ms, a.ack_ms, f.commit_ms, {self._gen_sql('a.ack_ms')} AS gen,
             {bucket_sql('f.commit_ms - a.intended_ms')} AS lat_b, {bucket_sql('a.produce_ms - a.intended_ms')} AS pub_b
-            FROM pending_acks a JOIN pending_first f USING (key)""", list(self._generations or ()))
+            FROM pending_acks a JOIN pending_first f USING (key)
+            WHERE a.key >= ? AND a.key < ? AND f.key >= ? AND f.key < ?""",
+                    list(self._generations or ()) + [lo, hi, lo, hi])
         n = self._count("m")
         if n:
             con.execute("INSERT INTO delivered SELECT * FROM m")
             for table in ("pending_acks", "pending_first"):
-                con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table} ANTI JOIN m USING (key)")
+                con.execute(f"""DELETE FROM {table} WHERE key >= ? AND key < ?
+                    AND key IN (SELECT key FROM m)""", [lo, hi])
         return n
 
     _ORDER_AGG = """SELECT producer, part, gen, count(*) FILTER (WHERE seq <= prev) AS violations,
@@ -260,8 +283,13 @@ class CheckStore:
         GROUP BY producer, part, gen"""
 
     def _order_full(self) -> None:
-        rows = "SELECT producer, s_part AS part, gen, s_off AS off, arid, seq FROM delivered"
-        self.con.execute("CREATE OR REPLACE TABLE order_groups AS " + self._ORDER_AGG.format(rows=rows))
+        """Every group re-sorted, a partition at a time (bounded memory)."""
+        rows = "SELECT producer, s_part AS part, gen, s_off AS off, arid, seq FROM delivered WHERE {where}"
+        con = self.con
+        con.execute("CREATE OR REPLACE TABLE order_groups AS " + self._ORDER_AGG.format(rows=rows.format(where="false")))
+        for (part,) in con.execute("SELECT DISTINCT s_part FROM delivered").fetchall():
+            con.execute("INSERT INTO order_groups " + self._ORDER_AGG.format(rows=rows.format(where="s_part = ?")),
+                        [part])
 
     def _order_incremental(self) -> None:
         """A group whose new deliveries all sort after its tail (the usual case: later offsets) adds the new

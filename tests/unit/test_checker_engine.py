@@ -302,3 +302,15 @@ def test_a_duplicate_committed_earlier_becomes_the_first_delivery():
         rec = checker.reconcile()
         assert (rec.misplaced, rec.duplicates, rec.delivered_unique) == (1, 1, 1)
         assert rec.latency.latency.percentiles()["max"] == pytest.approx(900.0, rel=1e-3)
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(histories(), st.data())
+def test_key_ranges_of_a_few_rows_give_the_same_verdicts(monkeypatch, history, data):
+    """Large histories are joined, grouped and re-sorted a key range (and a partition) at a time: with ranges
+    of two rows every path through the ranges is taken."""
+    import harness.checkstore
+
+    monkeypatch.setattr(harness.checkstore, "RANGE_ROWS", 2)
+    test_incremental_reconciles_give_the_reference_verdict_at_every_step.hypothesis.inner_test(history, data)
