@@ -229,7 +229,8 @@ def run_traffic(ctx: RunContext) -> None:
     if s.soak is not None:
         from harness.soak.live import LiveMonitor
 
-        ctx.state["live_monitor"] = monitor = LiveMonitor(s, ctx.run_dir, ctx.console, lambda: _query_state(ctx))
+        ctx.state["live_monitor"] = monitor = LiveMonitor(s, ctx.run_dir, ctx.console, lambda: _query_state(ctx),
+                                                               ctx.traffic_start)
         monitor.start()
     if s.faults:
         ctx.state["nemesis"] = nemesis = Nemesis(ctx, list(s.faults), s.seed, s.producers.duration_s)

@@ -10,7 +10,8 @@ The checks, each `ok`, `detail` and `judged` (False with the reason when the mom
 - `no_duplicates`: events delivered twice so far;
 - `latency_p99`: p99 of events committed in the last `window_s` (when a limit is set);
 - `throughput`: events delivered / acked in the last `window_s`;
-  both not judged while a window overlaps a fault or the `recovery_s` after its heal;
+  both not judged while a window overlaps a fault or the `recovery_s` after its heal or after the
+  traffic's start;
 - `query_alive`: a batch reported within `stall_s` (progress.jsonl), unless a fault declared the query down.
 The final verdict (harness.soak.checks) holds every evaluation against the run: one failure fails the soak.
 """
@@ -136,8 +137,8 @@ class SinkTail:
 class LiveChecker:
     """The state the live checks need, fed a bit at a time; `evaluate(now)` is a pure read of it."""
 
-    def __init__(self, scenario: Scenario, run_dir: Path):
-        self.scenario, self.run_dir = scenario, run_dir
+    def __init__(self, scenario: Scenario, run_dir: Path, traffic_start: float | None = None):
+        self.scenario, self.run_dir, self.traffic_start = scenario, run_dir, traffic_start
         self.spec = scenario.soak
         assert self.spec is not None
         self.limit_p99 = self.spec.latency_p99_ms or scenario.checks.latency_p99_ms
@@ -171,9 +172,11 @@ class LiveChecker:
         faults = recorded_faults(self.run_dir)
         effects = [Effect.from_dict(f.get("effect") or {}) for f in faults if f.get("injected_at")]
         lo = now_ms - spec.window_s * 1000.0
-        disturbed = [f["kind"] for f in faults if f.get("inject_started_at") and _overlaps(
+        disturbed = [f"fault {f['kind']}" for f in faults if f.get("inject_started_at") and _overlaps(
             f["inject_started_at"] * 1000.0, ((f.get("healed_at") or now_ms / 1000.0) + spec.recovery_s) * 1000.0,
             lo, now_ms)]
+        if self.traffic_start is not None and lo < (self.traffic_start + spec.recovery_s) * 1000.0:
+            disturbed.append("the traffic's start")  # the query meets its first events: a warm-up, not a verdict
         out = [self._loss(now_ms, effects, query_state), LiveCheck(
             "no_duplicates", self.duplicates <= self.scenario.checks.max_duplicates, True,
             f"{self.duplicates} duplicate deliveries so far (allowed {self.scenario.checks.max_duplicates})")]
@@ -181,7 +184,7 @@ class LiveChecker:
         latency = np.concatenate([lat for _, lat in self.commits]) if self.commits else np.array([])
         in_window = (commit_ms > lo) & (commit_ms <= now_ms)
         acked_in_window = sum(int(((t > lo) & (t <= now_ms)).sum()) for t in self.ack_times)
-        why_not = f"not judged: fault {', '.join(sorted(set(disturbed)))} in the window" if disturbed else ""
+        why_not = f"not judged: {', '.join(sorted(set(disturbed)))} in the window" if disturbed else ""
         if self.limit_p99 is not None:
             p99 = float(np.percentile(latency[in_window], 99)) if in_window.any() else None
             out.append(LiveCheck("latency_p99", bool(disturbed) or p99 is None or p99 <= self.limit_p99,
@@ -246,9 +249,10 @@ class LiveMonitor(threading.Thread):
     """Runs the live checks on a schedule: live_checks.jsonl gets one line per evaluation; a check's first
     failure is said on the console at once; with fail_fast the first failure sets `failed` for the runner."""
 
-    def __init__(self, scenario: Scenario, run_dir: Path, console, query_state=lambda: "running"):
+    def __init__(self, scenario: Scenario, run_dir: Path, console, query_state=lambda: "running",
+                 traffic_start: float | None = None):
         super().__init__(name="soak-live-checks", daemon=True)
-        self.checker = LiveChecker(scenario, run_dir)
+        self.checker = LiveChecker(scenario, run_dir, traffic_start)
         self.path, self.console, self.query_state = run_dir / "live_checks.jsonl", console, query_state
         self.every = scenario.soak.check_every_s  # type: ignore[union-attr]
         self.halt = threading.Event()

@@ -26,7 +26,8 @@ def test_fail_fast_stops_at_the_first_failed_live_check_and_the_verdict_stays_ex
     out = tmp_path / "run"
     proc, result = soak(out, env, "steady", "--duration", "300s", "--fail-fast",
                         "--set", "soak.check_every_s=4", "--set", "soak.window_s=4",
-                        "--set", "soak.latency_p99_ms=1", "--set", "soak.recovery_s=0")
+                        "--set", "soak.latency_p99_ms=1", "--set", "soak.recovery_s=2",
+                        "--set", "soak.min_throughput_ratio=0")
     assert proc.returncode == 1, proc.stdout[-3000:]
     checks = {c["name"]: c for c in result["checks"]}
     assert not checks["ran_to_the_end"]["ok"] and "live check latency_p99" in checks["ran_to_the_end"]["detail"]

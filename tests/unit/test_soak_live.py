@@ -137,6 +137,9 @@ def test_latency_and_throughput_judge_the_window_unless_a_fault_was_in_it(tmp_pa
     d = by_name(live.evaluate((T0 + 10) * 1000.0))
     assert d["latency_p99"].ok and not d["latency_p99"].judged and "fault network" in d["latency_p99"].detail
     assert d["throughput"].ok and not d["throughput"].judged
+    live.traffic_start = T0 + 5 - 30 + 1  # the window reaches back into the traffic's first recovery_s
+    e = by_name(live.evaluate((T0 + 8) * 1000.0))
+    assert not e["throughput"].judged and "the traffic's start" in e["throughput"].detail
 
 
 def test_query_alive_fails_on_a_stall(tmp_path):
