@@ -1,0 +1,40 @@
+"""`harness bench kafka-query --quick` and `harness bench startup --quick` end to end (real broker, real Spark
+driver, real `harness run`): minutes each, so slow."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.cli import main as cli_main
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_kafka_query_bench_on_and_off_read_the_whole_backlog(tmp_path):
+    path = tmp_path / "kq.json"
+    assert cli_main(["bench", "kafka-query", "--quick", "--json", str(path)]) == 0
+    data = json.loads(path.read_text())
+    assert [r["instrumentation"] for r in data["runs"]] == [True, False]  # alternated, on first
+    for r in data["runs"]:
+        assert r["rows"] == 200_000  # the backlog the bench produced, every row read once
+        assert r["batches"] == 20  # maxOffsetsPerTrigger = backlog / 20: the same batches both ways
+        assert r["rows_per_s"] > 0
+    (only,) = data["rows"]
+    assert only["ratio"] == pytest.approx(data["on_rows_per_s"][0] / data["off_rows_per_s"][0])
+
+
+def test_startup_bench_starts_the_driver_beside_the_broker_only_side_by_side(tmp_path):
+    path = tmp_path / "startup.json"
+    assert cli_main(["bench", "startup", "--quick", "--json", str(path)]) == 0
+    data = json.loads(path.read_text())
+    side, seq = data["runs"]
+    assert (side["mode"], seq["mode"]) == ("side_by_side", "sequential")
+    for r in (side, seq):
+        p = r["phases"]
+        assert 0 < p["harness_up"] < p["broker_up"] <= p["stream_created"]
+        assert p["driver_process"] < p["driver_jvm_up"] < p["driver_session_ready"] <= p["query_started"] <= p["first_batch_recorded"]
+        assert p["first_batch_recorded"] < p["first_data_batch"]
+    # sequential: the driver process only once the stream exists; side by side while the broker starts
+    assert seq["phases"]["driver_process"] > seq["phases"]["stream_created"]
+    assert side["phases"]["driver_process"] < side["phases"]["broker_up"]
