@@ -71,18 +71,21 @@ class KafkaSender:
         sequence numbers are taken), then raised."""
         produce, topic = self.producer.produce, self.topic
         n, done, stopped = len(values), 0, None
-        kwargs = {"headers": headers} if headers else {}
         if keys is None:
             keys = [None] * n
         while done < n:
             try:
-                if partitions is None:
+                if partitions is None and not headers:
                     for value, key in zip(values[done:] if done else values, keys[done:] if done else keys):
-                        produce(topic, value, key, **kwargs)
+                        produce(topic, value, key)
+                        done += 1
+                elif partitions is None:
+                    for i in range(done, n):
+                        produce(topic, values[i], keys[i], headers=headers)
                         done += 1
                 else:
                     for i in range(done, n):
-                        produce(topic, values[i], keys[i], partitions[i], **kwargs)
+                        produce(topic, values[i], keys[i], partitions[i], headers=headers)
                         done += 1
             except BufferError:
                 self.stats.on_buffer_full(time.time())

@@ -87,9 +87,7 @@ class Shared:
         if not n:
             return 0
         self.stats.on_due(n, now)
-        keys, partitions = zip(*self.keys.next_many(n))
-        if partitions[0] is None:  # the client (or the service) places the key
-            partitions = None
+        keys, partitions = self.keys.next_columns(n)  # partitions None: the client (or the service) places keys
         seq0 = self.seq
         self.seq += n
         values, nbytes = self.payloads.events(self.index, seq0, due, self.payloads.next_sizes_array(n))
@@ -99,6 +97,9 @@ class Shared:
             self.sender.send_many(values, keys, partitions, headers)
         finally:  # a GreenletExit comes after the whole batch was handed over
             self.stats.on_sent(n, time.time())
+        # Delivery reports after every batch, as a plain client loop polls: a busy process never lets them pile up
+        # (a large backlog of reports is far costlier to serve than the same reports a batch at a time).
+        self.sender.service()
         return n
 
 
