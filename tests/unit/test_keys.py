@@ -203,3 +203,17 @@ def test_invalid_backend_and_partitions():
         make_key_chooser(K({"kind": "uniform"}), 4, seed=0, backend="pulsar")
     with pytest.raises(ValueError, match="num_partitions"):
         KeyChooser(K({"kind": "uniform"}), 0, seed=0)
+
+
+@pytest.mark.parametrize("spec", [{"kind": "uniform", "count": 1000}, {"kind": "zipf", "count": 300, "s": 1.2},
+                                  {"kind": "sequential", "count": 7}, {"kind": "none"},
+                                  {"kind": "hot_partitions", "partitions": [0], "share": 0.5, "assign": "explicit"},
+                                  {"kind": "hot_partitions", "partitions": [1, 2], "share": 0.8}])
+def test_key_columns_are_the_same_stream_as_choices(spec):
+    """The producer's columns (keys, partitions) follow the very stream next_many gives as tuples."""
+    a, b = make_key_chooser(K(spec), 8, seed=4), make_key_chooser(K(spec), 8, seed=4)
+    for n in (3, 5000, 1):
+        choices = a.next_many(n)
+        keys, partitions = b.next_columns(n)
+        assert (keys or [None] * n) == [k for k, _ in choices]
+        assert (partitions or [None] * n) == [p for _, p in choices]
