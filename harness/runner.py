@@ -189,8 +189,8 @@ SEQUENTIAL_START_ENV = "HARNESS_SEQUENTIAL_START"  # internal: `harness bench st
 def _start_side_by_side(ctx: RunContext) -> bool:
     import os
 
-    return (ctx.scenario.spark.trigger.kind not in CATCH_UP_TRIGGERS and ctx.backend.kind in SPARK_JARS
-            and not os.environ.get(SEQUENTIAL_START_ENV))
+    return (not os.environ.get(SEQUENTIAL_START_ENV) and ctx.scenario.spark.trigger.kind not in CATCH_UP_TRIGGERS
+            and ctx.backend.kind in SPARK_JARS)
 
 
 def _query_process(ctx: RunContext, source) -> SparkQueryProcess:

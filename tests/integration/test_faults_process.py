@@ -124,10 +124,10 @@ def check_fault_report_and_comparison(out, result, tmp_path, steady_run, browser
     figures hold both runs."""
     figures, page = open_page(browser, out / "report.html", "crash-recovery-report")
     with page:
-        for fig in ("fig-throughput", "fig-latency-time", "fig-lag", "fig-phases", "fig-tasks"):
+        for fig in ("fig-throughput", "fig-latency-time", "fig-lag", "fig-phases", "fig-tasks", "fig-resources"):
             text = svg_text(page, fig)
             assert all(f"{f['kind']} #{f['n']}" in text for f in result["faults"]), (fig, text[:300])
-    assert len(figures) == 8
+    assert len(figures) == 10
     steady_out, steady_proc, _ = steady_run
     assert steady_proc.returncode == 0, steady_proc.stdout[-3000:]
     cmp_dir = tmp_path / "compare"

@@ -140,7 +140,8 @@ def test_the_run_report_draws_every_figure_from_the_run(steady_run, browser):
     figures, page = open_page(browser, out / "report.html", "steady-report")
     with page:
         assert list(figures) == ["fig-throughput", "fig-latency-time", "fig-latency-dist", "fig-lag", "fig-skew",
-                                 "fig-phases", "fig-tasks", "fig-placement"]
+                                 "fig-phases", "fig-tasks", "fig-placement", "fig-resources", "fig-disk"]
+        assert "broker" in svg_text(page, "fig-resources")  # every process of the run sampled, by role
         assert "PASS" in page.evaluate("document.querySelector('h1').textContent")
         assert "warm-up" in svg_text(page, "fig-throughput")
     assert figures["fig-skew"]["data_points"] == 8  # one bar a partition
