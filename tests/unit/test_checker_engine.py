@@ -114,7 +114,7 @@ def assert_same(rec, want, measured_from=None):
         assert rec.latency.warmup_latency.percentiles() == ref.percentiles_ms(want.latency_ms[~measured])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories())
 def test_the_engine_gives_the_reference_verdict(history):
     acks, per_batch, commits, placements, expected, measured_from = history
@@ -128,7 +128,7 @@ def test_the_engine_gives_the_reference_verdict(history):
         assert_same(checker.reconcile(expected, measured_from_ms=measured_from), want, measured_from)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.data())
 def test_incremental_reconciles_give_the_reference_verdict_at_every_step(history, data):
     """Acks and sink batches arrive in pieces with reconciles in between (now and then under other generations,
@@ -304,7 +304,7 @@ def test_a_duplicate_committed_earlier_becomes_the_first_delivery():
         assert rec.latency.latency.percentiles()["max"] == pytest.approx(900.0, rel=1e-3)
 
 
-@settings(max_examples=10, deadline=None,
+@settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(histories(), st.data())
 def test_key_ranges_of_a_few_rows_give_the_same_verdicts(monkeypatch, history, data):
