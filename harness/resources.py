@@ -111,13 +111,13 @@ class ProcReader:
         self._roles: dict[int, tuple[str, str]] = {}  # pid -> (comm, role)
 
     def record(self, pid: int) -> dict | None:
-        """pid, create_time, role, name (the kernel's comm), rss_bytes, cpu_s (user + system, cumulative), fds,
+        """pid, create_time, role, name (the kernel's comm), rss_bytes, anon_bytes, cpu_s (user + system, cumulative), fds,
         threads; None when the process is gone or a zombie."""
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 stat = f.read()
             with open(f"/proc/{pid}/statm", "rb") as f:  # stat's rss field lags (per-CPU counters); statm's not
-                resident = int(f.read().split()[1])
+                resident, shared = (int(x) for x in f.read().split()[1:3])
             fds = len(os.listdir(f"/proc/{pid}/fd"))
         except OSError:
             self._roles.pop(pid, None)
@@ -129,6 +129,9 @@ class ProcReader:
         comm = head.partition(b"(")[2].decode(errors="replace")
         return {"pid": pid, "create_time": round(self.boot + int(fields[19]) / self.tick, 2),
                 "role": self._role(pid, comm), "name": comm, "rss_bytes": resident * self.page,
+                # anonymous memory (heap, stacks): RSS without file pages mapped in (a history file read through
+                # mmap is RSS too, but the kernel takes it back at will): what a leak grows
+                "anon_bytes": (resident - shared) * self.page,
                 "cpu_s": round((int(fields[11]) + int(fields[12])) / self.tick, 3), "fds": fds,
                 "threads": int(fields[17])}
 

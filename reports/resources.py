@@ -2,7 +2,8 @@
 
 Per role (broker, driver, executor, producer, …): how many processes, peak and mean RSS (the role's processes
 summed at each sample), CPU as cores used (cumulative CPU-time deltas between samples over wall time), most open
-files and threads; the run directory's disk over time. Leaks: the RSS growth of each process per hour, the
+files and threads; the run directory's disk over time. Leaks: the growth of each process's anonymous RSS (heap
+and stacks; file pages it maps, such as a history file read through mmap, are the kernel's to take back) per hour, the
 least-squares slope over its samples after its warm-up, against a threshold; a process watched too briefly is
 not judged and says so, rather than passing or failing on two points of noise.
 
@@ -130,7 +131,7 @@ def disk_summary(samples: list[dict]) -> dict:
 
 def leaks(samples: list[dict], after_s: float = AFTER_S, max_growth_mb_per_h: float = MAX_GROWTH_MB_PER_H,
           min_span_s: float = MIN_SPAN_S, t0: float | None = None) -> dict:
-    """RSS growth per hour of each process over its samples from `after_s` after the later of t0 (default: the
+    """Anonymous RSS growth per hour (samples without `anon_bytes`: RSS) of each process over its samples from `after_s` after the later of t0 (default: the
     first sample) and its own start (a driver restarted mid-run warms up again), as a least-squares slope; over
     `max_growth_mb_per_h` is a leak. A process with fewer than 3 such samples or spanning less than `min_span_s`
     is not judged. Per role, the same slope of the role's summed RSS after t0 + after_s, as a figure (a restart
@@ -141,7 +142,7 @@ def leaks(samples: list[dict], after_s: float = AFTER_S, max_growth_mb_per_h: fl
     rows = []
     for (pid, created), p in processes(ordered).items():
         start = max(t0, created) + after_s
-        pts = [(t, r["rss_bytes"]) for t, r in p["points"] if t >= start]
+        pts = [(t, r.get("anon_bytes", r["rss_bytes"])) for t, r in p["points"] if t >= start]
         span = pts[-1][0] - pts[0][0] if pts else 0.0
         row = {"role": p["role"], "pid": pid, "create_time": created, "samples": len(pts), "span_s": round(span, 1),
                "rss_first_mb": round(pts[0][1] / MB, 1) if pts else None,

@@ -384,3 +384,35 @@ def test_report_md_has_the_resources_section_from_result_or_from_the_samples(tmp
     assert "| broker | 3 |" in build_report({**result, "resources": stored}, tmp_path)
     (tmp_path / "resources.jsonl").unlink()
     assert "## Resources" not in build_report(result, tmp_path)
+
+
+def test_anonymous_memory_is_told_apart_from_file_pages_mapped_in(tmp_path):
+    """A process that reads a 64 MB file through mmap has it in RSS, not in anonymous memory; one that fills a
+    64 MB buffer has it in both. Leaks are judged on the anonymous part."""
+    from harness.resources import ProcReader
+
+    data = tmp_path / "history.bin"
+    data.write_bytes(os.urandom(1 << 20) * 64)
+    mapper = ("import mmap, sys, time\nf = open(sys.argv[1], 'rb')\nm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n"
+              "s = sum(m[i] for i in range(0, len(m), 4096))\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    filler = "import time\nb = bytearray(64 << 20)\nb[::4096] = b'x' * len(b[::4096])\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(data)], stdout=subprocess.PIPE, text=True)
+             for code in (mapper, filler)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        reader = ProcReader(None)
+        mapped, filled = (reader.record(p.pid) for p in procs)
+        assert mapped["rss_bytes"] - mapped["anon_bytes"] >= 60 << 20 and mapped["anon_bytes"] < 40 << 20
+        assert filled["anon_bytes"] >= 64 << 20
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_leaks_are_judged_on_anonymous_memory_when_it_was_sampled():
+    grow_file_pages = [sample(60.0 * i, {**proc(7, 0.0, "runner", 100 * MB + i * 10 * MB), "anon_bytes": int(80 * MB)})
+                       for i in range(20)]
+    verdict = leaks(grow_file_pages, after_s=0, max_growth_mb_per_h=100, min_span_s=300, t0=0.0)
+    assert verdict["ok"] and verdict["processes"][0]["growth_mb_per_h"] == 0.0  # RSS +600 MB/h, all of it files
