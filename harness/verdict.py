@@ -116,7 +116,7 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     stamps = [epoch_s(p["timestamp"]) for p in progress if "timestamp" in p]
     t0 = float(fleet.job.get("start_at", 0.0)) if fleet else (stamps[0] if stamps else 0.0)
     with IncrementalChecker() as checker:  # out of core: a DuckDB file in a temporary directory
-        with _reading("reading the producers' ack logs (producers/acks-*.csv, acks-*.arrows)"):
+        with _reading("reading the producers' history (producers/acks-*.arrows, or acks-*.csv of older runs)"):
             checker.add_acks(ack_batches(run_dir / "producers"))
             checker.set_placements(load_placements(run_dir / "placements"))
         if query_def.oracle == "events":
