@@ -41,6 +41,22 @@ BASE_CONF = {
     "spark.sql.adaptive.enabled": "false",
     "spark.python.worker.reuse": "true",
 }
+# What the harness adds to a user's query, each of which `instrumentation_off` can remove alone (the benchmark's
+# reference only, harness.bench.kafka_query): the progress listener (progress.jsonl), Spark's event log, the drain
+# loop polling the query.
+INSTRUMENTATION = ("listener", "event_log", "polling")
+# Spark's event log, kept to what reports/spark_tasks.py reads (job starts, task ends with their Task Metrics):
+# no per-task copy of the metrics as accumulables, no block updates or per-stage executor metrics, a large buffer
+# (fewer writes). Uncompressed: the report reads it as text, and a killed driver's log stays readable to its
+# last line.
+EVENT_LOG_CONF = {
+    "spark.eventLog.enabled": "true",
+    "spark.eventLog.compress": "false",
+    "spark.eventLog.includeTaskMetricsAccumulators": "false",
+    "spark.eventLog.logBlockUpdates.enabled": "false",
+    "spark.eventLog.logStageExecutorMetrics": "false",
+    "spark.eventLog.buffer.kb": "1m",
+}
 
 
 class SparkQueryProcess:
@@ -48,12 +64,16 @@ class SparkQueryProcess:
                  conf: dict[str, str], trigger: dict, sink: str = "parquet", output_mode: str = "append",
                  driver_memory: str = "1g", query_name: str = "query_under_test", query: str = "passthrough",
                  query_params: dict | None = None, python_path: list[str] | None = None, jars: tuple[str, ...] = (),
-                 instrumentation: bool = True):
+                 instrumentation: bool = True, instrumentation_off: tuple[str, ...] = ()):
         """`source` None: the source comes later (`provide_source`), so the driver can start its JVM and build its
         session while the service starts (`start(await_source=True)`); `jars` then names the artifact sets the
         source will need on the driver's classpath, which is fixed when its JVM starts. `instrumentation` False
         (the benchmark's reference only, harness.bench.kafka_query): no progress listener, no event log, no drain
-        polling, so the query runs as a user's would without the harness."""
+        polling, so the query runs as a user's would without the harness; `instrumentation_off` removes only the
+        items of INSTRUMENTATION it names (what each one costs)."""
+        off = set(INSTRUMENTATION) if not instrumentation else set(instrumentation_off)
+        if off - set(INSTRUMENTATION):
+            raise ValueError(f"unknown instrumentation {sorted(off - set(INSTRUMENTATION))}: {INSTRUMENTATION}")
         self.run_dir = run_dir
         self.supervisor = supervisor
         self.spark_dir = run_dir / "spark"
@@ -67,11 +87,11 @@ class SparkQueryProcess:
         full_conf = dict(BASE_CONF)
         full_conf["spark.driver.memory"] = driver_memory
         full_conf["spark.local.dir"] = str(self.spark_dir / "tmp")
-        if instrumentation:
+        if "event_log" not in off:
             # Spark's event log: where each task ran (reports/spark_tasks.py); it outlives a killed driver
             (self.spark_dir / "events").mkdir(exist_ok=True)
-            full_conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
-                              "spark.eventLog.dir": (self.spark_dir / "events").resolve().as_uri()})
+            full_conf.update(EVENT_LOG_CONF)
+            full_conf["spark.eventLog.dir"] = (self.spark_dir / "events").resolve().as_uri()
         if jar_paths:
             full_conf["spark.jars"] = ",".join(jar_paths)
         full_conf.update(conf)
@@ -80,7 +100,7 @@ class SparkQueryProcess:
             "conf": full_conf, "trigger": trigger, "sink": sink, "output_mode": output_mode,
             "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
-            "instrumentation": instrumentation,
+            "instrumentation_off": sorted(off),
         }
         if source is not None:
             self.set_source(source)

@@ -9,9 +9,11 @@ launches its JVM and builds its session first, then waits for that file (the sou
 starts the query on reading it. Start-up marks (process, jvm_up, session_ready, source_received, query_started)
 are appended to spark/marks.jsonl: the run's timeline and `harness bench startup` read them.
 
-`instrumentation: false` in the job (harness.bench.kafka_query's reference only): no progress listener and no
-drain polling; the query (once/availableNow) runs to its end. Either way a query that ends on its own records its
-throughput (rows over its batches' span, from Spark's own recent progress) in status.json.
+`instrumentation_off` in the job (harness.bench.kafka_query's reference only) names what to leave out: "listener"
+(no progress.jsonl), "polling" (no drain loop: the query, once/availableNow, runs to its end); "event_log" is the
+driver's conf (harness.spark.process). The older `instrumentation: false` is all of them. Either way a query
+that ends on its own records its throughput (rows over its batches' span, from Spark's own recent progress) in
+status.json.
 
 Exit codes: 0 drained, 3 drain deadline passed, 4 the query failed (its exception is in status.json).
 """
@@ -149,14 +151,51 @@ def run(job_path: Path) -> int:
     spark = build_session(job, run_dir)
     spark.sparkContext.setLogLevel(job.get("log_level", "WARN"))
     _mark(run_dir, "session_ready")
-    if not job.get("instrumentation", True):
-        try:
-            if "source_file" in job and not await_source(job, status, control):
-                return EXIT_DRAINED
+    off = instrumentation_off(job)
+    recorder = None
+    if "listener" not in off:
+        recorder = progress_recorder(progress_path, committed(Path(job["checkpoint"])))
+        spark.streams.addListener(recorder)
+    try:
+        if "source_file" in job and not await_source(job, status, control):
+            return EXIT_DRAINED
+        if "polling" in off:
             return _run_bare(spark, job, status)
-        finally:
-            spark.stop()
+        return _run_query(spark, job, status, control, recorder or Unrecorded())
+    finally:
+        if recorder is not None:
+            spark.streams.removeListener(recorder)
+        spark.stop()
 
+
+def instrumentation_off(job: dict) -> set[str]:
+    """The items of harness.spark.process.INSTRUMENTATION the job turns off (the benchmark's reference only)."""
+    if "instrumentation_off" in job:
+        return set(job["instrumentation_off"])
+    return set() if job.get("instrumentation", True) else {"listener", "event_log", "polling"}
+
+
+class Unrecorded:
+    """The drain loop's view of the progress without the listener (benchmark only): nothing recorded, nothing to
+    wait for."""
+
+    def __init__(self):
+        self.ends: dict[str, dict[str, int]] = {}
+
+    def caught_up(self, progress: dict | None) -> bool:
+        return True
+
+
+def progress_recorder(progress_path: Path, ends: dict[str, dict[str, int]]):
+    """The listener appending every progress record to progress.jsonl and keeping where each partition's last
+    batch ended (from `ends`, where the checkpoint's last commit ended: a restarted query may have nothing left to
+    read). Defined here so that pyspark is imported only once the process has marked its start.
+
+    O(1) cheap work per batch: PySpark's own listener plumbing turns each progress into Python objects field by
+    field (some fifty py4j round trips per batch, on the driver the query shares its two cores with) and `.json`
+    is another. Here the JVM event is asked for its JSON once, written as is (flushed, never fsynced) and parsed
+    once in Python for the offsets."""
+    from pyspark import SparkContext
     from pyspark.sql.streaming import StreamingQueryListener
 
     class ProgressRecorder(StreamingQueryListener):
@@ -164,9 +203,13 @@ def run(job_path: Path) -> int:
             self.out = open(progress_path, "a", encoding="utf-8")
             self.last_batch = -1
             self.idle = False  # onQueryIdle came after the last progress
-            # where each partition's last batch ended, starting where the checkpoint's last commit ended (a
-            # restarted query may have nothing left to read)
-            self.ends: dict[str, dict[str, int]] = committed(Path(job["checkpoint"]))
+            self.ends = ends
+
+        @property
+        def _jlistener(self):  # StreamingQueryManager.add/removeListener take the JVM side from here
+            if not hasattr(self, "_jlistenerobj"):
+                self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_RawEvents(self))
+            return self._jlistenerobj
 
         def caught_up(self, progress: dict | None) -> bool:
             """Listener events are asynchronous: stop only once the last batch's progress is on disk. A query idle
@@ -175,18 +218,22 @@ def run(job_path: Path) -> int:
             return (progress is None or self.last_batch >= progress.get("batchId", -1)
                     or (self.idle and not progress.get("numInputRows")))
 
+        def progress(self, text: str) -> None:
+            self.out.write(text.replace("\n", " ") + "\n")
+            self.out.flush()
+            record = json.loads(text)
+            self.last_batch = max(self.last_batch, int(record.get("batchId", -1)))
+            self.idle = False
+            for stream, parts in end_offsets(record).items():
+                mine = self.ends.setdefault(stream, {})
+                for p, off in parts.items():
+                    mine[p] = off  # where the last batch ended: a recreated topic restarts its offsets
+
         def onQueryStarted(self, event):
             pass
 
         def onQueryProgress(self, event):
-            self.out.write(event.progress.json.replace("\n", " ") + "\n")
-            self.out.flush()
-            self.last_batch = max(self.last_batch, event.progress.batchId)
-            self.idle = False
-            for stream, parts in end_offsets(json.loads(event.progress.json)).items():
-                mine = self.ends.setdefault(stream, {})
-                for p, off in parts.items():
-                    mine[p] = off  # where the last batch ended: a recreated topic restarts its offsets
+            self.progress(event.progress.json)
 
         def onQueryIdle(self, event):
             self.idle = True
@@ -194,15 +241,28 @@ def run(job_path: Path) -> int:
         def onQueryTerminated(self, event):
             self.out.flush()
 
-    recorder = ProgressRecorder()
-    spark.streams.addListener(recorder)
-    try:
-        if "source_file" in job and not await_source(job, status, control):
-            return EXIT_DRAINED
-        return _run_query(spark, job, status, control, recorder)
-    finally:
-        spark.streams.removeListener(recorder)
-        spark.stop()
+    class _RawEvents:
+        """The JVM's PythonStreamingQueryListener, handing the recorder the progress's JSON text only."""
+
+        def __init__(self, recorder):
+            self.recorder = recorder
+
+        def onQueryStarted(self, jevent):
+            pass
+
+        def onQueryProgress(self, jevent):
+            self.recorder.progress(jevent.progress().json())
+
+        def onQueryIdle(self, jevent):
+            self.recorder.idle = True
+
+        def onQueryTerminated(self, jevent):
+            self.recorder.out.flush()
+
+        class Java:
+            implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+    return ProgressRecorder()
 
 
 def _start(spark, job: dict):
@@ -251,7 +311,7 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
     settled = False  # the batches owed after the last data (processAllAvailable) have run
     drain = control / "drain.json"
     while True:
-        if query.exception() is not None or not query.isActive:
+        if not query.isActive:  # one py4j call a turn while it runs (a failed query is no longer active)
             exc = query.exception()
             if exc is None:  # once / availableNow finished on their own: did they read up to the target?
                 for _ in range(40):  # the listener is asynchronous: let the last progress arrive
