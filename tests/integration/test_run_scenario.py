@@ -12,7 +12,7 @@ import pytest
 from reports.report import parse_offsets
 
 from harness.history import load_acks
-from harness.supervisor import processes_with_env
+from harness.supervisor import processes_with_env, wait_until
 from report_pages import open_page, svg_text
 
 pytestmark = pytest.mark.integration
@@ -101,7 +101,8 @@ def test_interrupted_or_crashed_run_leaves_no_process_behind(harness_env, tmp_pa
     out = tmp_path / "run"
     proc, token = start_run(harness_env, out, "producers.duration_s=60")
     wait_for_event(out, "traffic_start", proc)
-    time.sleep(2)
+    wait_until(lambda: any('"acked": 0,' not in line for f in (out / "producers").glob("stats-*.jsonl")
+                           for line in f.read_text().splitlines()), 120, what="the producers' first acks")
     assert len(processes_with_env("HARNESS_TEST_TOKEN", token)) >= 4  # runner, broker, Spark (+JVM), producer
     proc.send_signal(sig)
     stdout, _ = proc.communicate(timeout=120)
