@@ -155,10 +155,16 @@ def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
     yield from table.select(ACK_COLUMNS).cast(ACK_SCHEMA).to_batches()
 
 
+def file_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """One history file's complete batches, whichever its format (a file still being appended to reads up to its
+    last complete batch)."""
+    return _stream_batches(path) if path.suffix == ".arrows" else _csv_batches(path)
+
+
 def ack_batches(producer_dir: Path) -> Iterator[pa.RecordBatch]:
     """The whole history as record batches with ACK_SCHEMA, file by file (bounded memory)."""
     for path in ack_files(producer_dir):
-        yield from (_stream_batches(path) if path.suffix == ".arrows" else _csv_batches(path))
+        yield from file_batches(path)
 
 
 def load_acks(producer_dir: Path) -> pd.DataFrame:

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from harness.config import Scenario
 from harness.faults.base import Effect
 from harness.faults.nemesis import recorded_faults
-from harness.history import _csv_batches, _stream_batches, ack_files
+from harness.history import ack_files, file_batches
 from harness.jsonl import append_jsonl
 from harness.sink import _local, batch_log
 
@@ -99,7 +99,7 @@ class HistoryTail:
         for path in ack_files(self.dir):
             skip = self.rows_read.get(path, 0)
             seen = 0
-            for batch in (_stream_batches(path) if path.suffix == ".arrows" else _csv_batches(path)):
+            for batch in file_batches(path):
                 n = batch.num_rows
                 if seen + n > skip:
                     part = batch.slice(max(0, skip - seen))
