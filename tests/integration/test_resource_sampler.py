@@ -13,7 +13,7 @@ from harness.supervisor import Supervisor
 from producers.fleet import ProducerFleet
 from reports.resources import resources_markdown, summarize
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # make test keeps its budget: the steady run's report and the soak test see the sampler's broker too
 
 
 def test_the_sampler_sees_the_broker_and_the_producers_with_their_roles(tmp_path):

@@ -67,8 +67,10 @@ def test_the_nightly_workflow_is_valid_and_runs_the_soak():
         "${{ inputs.duration || '2h' }}", "2h")
     argv = shlex.split(line)
     assert argv[:2] == ["make", "soak"]
-    dry = subprocess.run(["make", "-n", *argv[1:]], cwd=ROOT, capture_output=True, text=True, check=True)
-    command = shlex.split(dry.stdout.strip().splitlines()[-1])
+    # (under `make test` this is a sub-make: no directory lines, and only the soak recipe's line is the command)
+    dry = subprocess.run(["make", "--no-print-directory", "-n", *argv[1:]], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    command = shlex.split(next(line for line in dry.stdout.splitlines() if " -m harness soak " in line))
     assert command[1:4] == ["-m", "harness", "soak"]
     args = parser().parse_args(command[3:])
     assert args.scenario == "soak" and args.duration == "2h" and args.out == "runs/nightly" and args.quiet
