@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 import numpy as np
-import pandas as pd
 
 from harness.histsummary import Hist, LatencySummary, grouped_percentile
 from reports.lag import lag_by_partition
@@ -21,23 +20,10 @@ LEVELS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.9
 SCHEMA = 1
 
 
-def per_second_latency(latency_ms: np.ndarray, intended_ms: np.ndarray, t0: float) -> dict[str, list]:
-    """(Exact, from arrays: small inputs; a run's series comes from per_second_summary.) p50 / p99 / max latency of the events intended in each whole second since t0, and how many were visible
-    (sink commit time = intended + latency) in each second."""
-    if not len(latency_ms):
-        return {"t": [], "latency_p50": [], "latency_p99": [], "latency_max": [], "visible_t": [], "visible": []}
-    frame = pd.DataFrame({"s": np.floor(intended_ms / 1000.0 - t0).astype(int), "ms": latency_ms})
-    groups = frame.groupby("s")["ms"]
-    q = groups.quantile([0.5, 0.99]).unstack()
-    visible = np.floor((intended_ms + latency_ms) / 1000.0 - t0).astype(int)
-    vs, vn = np.unique(visible, return_counts=True)
-    return {"t": [int(s) for s in q.index], "latency_p50": _round(q[0.5]), "latency_p99": _round(q[0.99]),
-            "latency_max": _round(groups.max()), "visible_t": vs.tolist(), "visible": vn.tolist()}
-
-
 def per_second_summary(per_second: dict) -> dict[str, list]:
-    """per_second_latency from the checker's per-second HdrHistogram buckets (harness.histsummary): the same
-    seconds and counts, each second's p50 / p99 / max as HdrHistogram reports them (3 significant digits)."""
+    """p50 / p99 / max latency of the events intended in each whole second since t0, as HdrHistogram reports them
+    (3 significant digits), from the checker's per-second buckets (harness.histsummary), and how many events were
+    made visible (sink commit time) in each second."""
     if not per_second or not len(per_second["n"]):
         return {"t": [], "latency_p50": [], "latency_p99": [], "latency_max": [], "visible_t": [], "visible": []}
     s, b, n = (np.asarray(per_second[k], dtype=np.int64) for k in ("s", "bucket_us", "n"))
@@ -59,14 +45,8 @@ def dense_seconds(seconds: list[int], counts: list[int]) -> tuple[list[int], lis
     return span, [at.get(t, 0) for t in span]
 
 
-def percentile_curve(latency_ms: np.ndarray) -> list[list[float]]:
-    if not len(latency_ms):
-        return []
-    return [[level, round(float(v), 2)] for level, v in zip(LEVELS, np.percentile(latency_ms, LEVELS))]
-
-
 def percentile_curve_summary(hist: Hist) -> list[list[float]]:
-    """percentile_curve from an HdrHistogram summary: the value at each level as HdrHistogram reports it."""
+    """The latency distribution at LEVELS: the value at each level as HdrHistogram reports it."""
     if not hist.total:
         return []
     return [[level, round(hist.value_at_ms(level), 2)] for level in LEVELS]
