@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from reports.compare import CompareError, compare, latency_windows, parse_thresholds
+from reference_windows import latency_windows
+from reports.compare import CompareError, compare, parse_thresholds
 
 
 def make_run(path, p99_windows, batch_rows_ms, lost=0, verdict="pass"):
