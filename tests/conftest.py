@@ -6,6 +6,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+pytest_plugins = ["pytester"]  # the pytest plugin's own tests run pytest sessions (tests/integration/test_plugin_*)
+
 
 @pytest.fixture(scope="session")
 def python():
