@@ -92,11 +92,10 @@ class AckWriter:
             return
         chunks, n = self._chunks, self._buffered
         self._chunks, self._buffered = [], 0
-        columns = [pa.array(np.full(n, self.producer, dtype=np.int32))]
+        columns = [_numeric_array(np.full(n, self.producer, dtype=np.int32))]
         for i, (name, dtype) in enumerate(_NUMERIC, start=1):
             parts = [np.broadcast_to(c[i], (c[0],)) for c in chunks]
-            columns.append(pa.array(np.concatenate(parts) if len(parts) > 1 else np.ascontiguousarray(parts[0]),
-                                    type=ACK_SCHEMA.field(name).type))
+            columns.append(_numeric_array(np.concatenate(parts) if len(parts) > 1 else parts[0]))
         columns.append(_errors(chunks, n))
         self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=ACK_SCHEMA))
         self._file.flush()
@@ -108,18 +107,34 @@ class AckWriter:
         self._file.close()
 
 
+def _numeric_array(column: np.ndarray) -> pa.Array:
+    """A numpy column as an Arrow array over the same buffer. Not `pa.array`: its first call imports pandas
+    (pyarrow looks for a pandas Series), which stalled a producer for a second or more at its first flush, in the
+    middle of its traffic."""
+    column = np.ascontiguousarray(column)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(column.dtype), len(column), [None, pa.py_buffer(column)])
+
+
+def _string_array(offsets: np.ndarray, data: bytes) -> pa.Array:
+    return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
+
+
 def _errors(chunks: list[tuple], n: int) -> pa.Array:
-    """The error column: all empty (the usual case) without a Python object per row."""
+    """The error column: all empty (the usual case) without a Python object per row; else each event's class,
+    built from its bytes and offsets (no `pa.array`, see `_numeric_array`)."""
     if all(not c[-1] for c in chunks):
-        return pa.StringArray.from_buffers(n, pa.py_buffer(np.zeros(n + 1, dtype=np.int32)), pa.py_buffer(b""))
-    parts = []
+        return _string_array(np.zeros(n + 1, dtype=np.int32), b"")
+    names: list[bytes] = []
     for c in chunks:
         count, error = c[0], c[-1]
         if isinstance(error, str) or not error:
-            parts.append(pa.array([error or ""], pa.string()).take(pa.array(np.zeros(count, dtype=np.int32))))
+            names.extend([(error or "").encode()] * count)
         else:
-            parts.append(pa.array([e or "" for e in error], pa.string()))
-    return pa.concat_arrays(parts)
+            names.extend((e or "").encode() for e in error)
+    lengths = np.fromiter(map(len, names), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return _string_array(offsets, b"".join(names))
 
 
 def ack_files(producer_dir: Path) -> list[Path]:

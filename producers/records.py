@@ -24,16 +24,39 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(1, MAX_US, 3)
 
 
+def _counts(hist: HdrHistogram) -> np.ndarray:
+    """The histogram's own counters as a numpy array (no copy): bulk updates and scans without a Python loop."""
+    return np.ctypeslib.as_array(hist.counts)
+
+
 def record_many(hist: HdrHistogram, values_us) -> None:
-    """Record a batch: values are first cut to 3 significant digits (the histogram's own precision), so the
-    number of record calls is bounded by distinct buckets, not by events."""
+    """Record a batch exactly as `record_value` would record each value (clipped to 1..MAX_US), with numpy: the
+    bucket arithmetic of HdrHistogram vectorised and the counts added in one bincount. One call per value cost a
+    producer tens of milliseconds a second, a stall in its traffic (a gevent process does nothing else meanwhile)."""
     if not len(values_us):
         return
     v = np.clip(np.asarray(values_us, dtype=np.int64), 1, MAX_US)
-    scale = 10 ** np.maximum(np.floor(np.log10(v)).astype(np.int64) - 2, 0)
-    q, counts = np.unique((v // scale) * scale, return_counts=True)
-    for value, n in zip(q.tolist(), counts.tolist()):
-        hist.record_value(value, n)
+    # bit length of (v | mask), exact through float64 for values below 2^53
+    pow2ceiling = np.frexp((v | hist.sub_bucket_mask).astype(np.float64))[1].astype(np.int64)
+    bucket = pow2ceiling - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
+    sub_bucket = v >> (bucket + hist.unit_magnitude)
+    index = ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + sub_bucket - hist.sub_bucket_half_count
+    counts = _counts(hist)
+    counts += np.bincount(index, minlength=hist.counts_len)[: hist.counts_len].astype(counts.dtype)
+    hist.total_count += len(v)
+    hist.min_value = min(hist.min_value, int(v.min()))
+    hist.max_value = max(hist.max_value, int(v.max()))
+
+
+def value_at_percentile(hist: HdrHistogram, percentile: float) -> int:
+    """`hist.get_value_at_percentile(percentile)` with a numpy scan of the counts (that one loops in Python over
+    every bucket up to the percentile: ~10 ms a call)."""
+    if not hist.total_count:
+        return 0
+    target = hist.get_target_count_at_percentile(percentile)
+    index = int(np.searchsorted(np.cumsum(_counts(hist)), target, side="left"))
+    value = hist.get_value_from_index(index)
+    return hist.get_highest_equivalent_value(value) if percentile else hist.get_lowest_equivalent_value(value)
 
 
 class SecondStats:
@@ -73,7 +96,7 @@ class SecondStats:
             d = new_histogram()
             record_many(d, np.concatenate(self.latencies))
             self.total_delivery.add(d)
-            row["delivery_us"] = {"p50": d.get_value_at_percentile(50), "p99": d.get_value_at_percentile(99),
+            row["delivery_us"] = {"p50": value_at_percentile(d, 50), "p99": value_at_percentile(d, 99),
                                   "max": d.get_max_value()}
             row["delivery_hist"] = d.encode().decode()  # processes' seconds merge exactly from these
         self.f.write(json.dumps(row) + "\n")

@@ -116,3 +116,22 @@ def test_an_empty_history_is_an_empty_frame_with_the_columns(tmp_path):
     acks = load_acks(tmp_path)
     assert len(acks) == 0 and list(acks.columns) == list(ACK_SCHEMA.names) + ["produce_ms"]
     assert pa.types.is_string(ACK_SCHEMA.field("error").type)
+
+
+def test_writing_the_history_never_imports_pandas(tmp_path):
+    """pyarrow's pa.array imports pandas on first use (a second or more): in a producer that was a stall in the
+    middle of its traffic at the first flush. A fresh interpreter writes acked and failed rows without it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from harness.history import AckWriter\n"
+        f"w = AckWriter({str(tmp_path / 'acks-0.arrows')!r}, 0)\n"
+        "w.append([0, 1], 0, [5, 6], [1.0, 2.0], 3.0, [10, 20])\n"
+        "w.append([2, 3], -1, -1, [4.0, 5.0], 6.0, [1, 2], ['_MSG_TIMED_OUT', ''])\n"
+        "w.close()\n"
+        "print('pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert [r[-1] for r in rows_of(tmp_path)] == ["", "", "_MSG_TIMED_OUT", ""]
