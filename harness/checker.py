@@ -162,9 +162,8 @@ def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float |
     placed = """LEFT JOIN placements p USING (key)"""
     part = "CASE WHEN p.key IS NOT NULL AND a.partition < 0 THEN p.partition ELSE a.partition END"
     off = """CASE WHEN p.key IS NOT NULL AND a."offset" < 0 THEN p."offset" ELSE a."offset" END"""
-    misplaced = store._count(f"""(SELECT {part.replace('a.partition', 'a.a_part')} AS ap,
-        {off.replace('a."offset"', 'a.a_off')} AS ao, a.s_part, a.s_off FROM delivered a {placed})""",
-                             "(ap >= 0 AND ap <> s_part) OR (ao >= 0 AND ao <> s_off)")
+    misplaced = store.misplaced_count(placed, part.replace("a.partition", "a.a_part"),
+                                      off.replace('a."offset"', "a.a_off"))
     settled = "TRUE" if settled_before_ms is None else "ack_ms < ?::DOUBLE"
     sparams = [] if settled_before_ms is None else [float(settled_before_ms)]
     ranges = pd.DataFrame([(r.partition, r.start, r.end, r.acked_before_ms) for r in expected.loss],
@@ -187,7 +186,7 @@ def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float |
     finally:
         con.unregister("_ranges")
         con.unregister("_reached")
-    delivered, first_pending = store._count("delivered"), store._count("pending_first")
+    delivered, first_pending = store.delivered_count(), store._count("pending_first")
     unacked_where = "TRUE" if settled_before_ms is None else "commit_ms < ?::DOUBLE"
     return dict(
         produced=store.produced, acked=store.acked, failed=store.produced - store.acked,

@@ -1,19 +1,21 @@
-"""The checker's engine: an out-of-core, incremental reconciliation of the producers' history with the sink, in a
-DuckDB database file on disk (memory_limit bounded, spilling to its temp directory), so hours of traffic fit.
+"""The checker's engine: an out-of-core, incremental reconciliation of the producers' history with the sink, in
+bounded memory (DuckDB's memory_limit plus one key range of numpy arrays), so hours of traffic fit.
 
-Nothing of the raw history is kept: each ack and each first delivery waits in a *pending* table until its other
-half arrives, then both move to `delivered` (one row per event delivered). A soak adds new ack batches and new
-sink batches as the run goes and reconciles every ~30 s; each reconcile joins only what is pending (the acks the
-sink has not shown yet, the deliveries whose ack has not been flushed yet) and what arrived since the last one,
-never the whole history again. What stays whole-history is cheap: column scans of `delivered` (misplaced rows,
-the latency histograms) and the per-(producer, partition, generation) order state, which keeps a tail row per
-group and only re-sorts a group when a new delivery lands before its tail.
+New history is staged on disk in sorted runs (harness.checkbulk), not inserted anywhere. A store's first reconcile
+(a run's verdict: the only one) is one bulk pass over them in numpy, a key range at a time: first deliveries,
+matches, the order state, the latency rows; what stays unmatched goes to DuckDB's *pending* tables. Later
+reconciles (a soak's, every ~30 s) work incrementally in DuckDB: the first of them replays the staged history
+through the incremental path (so its tables hold everything), after which each ack and each first delivery waits
+in a pending table until its other half arrives, then both move to `delivered` (one row per event delivered); each
+reconcile joins only what is pending and what arrived since the last one. What stays whole-history is cheap:
+column scans of `delivered` (misplaced rows, the latency histograms, in numpy: harness.histsummary.summarize) and
+the per-(producer, partition, generation) order state, which keeps a tail row per group and only re-sorts a group
+when a new delivery lands before its tail.
 
 The verdict is the same as the pandas reference (tests/unit/reference_reconcile.py, today's checker) on the
 same history; see harness.checker.reconcile for the rules. One assumption, true of every history the producers
 write: (producer, seq) identifies one event (one ack row each), with 0 <= producer < 2^20 and 0 <= seq < 2^43
-(packed into one BIGINT key, seq-major, so a reconcile's new keys fall in a narrow key range and DuckDB skips the
-row groups of older ones).
+(packed into one BIGINT key, seq-major, so a reconcile's new keys fall in a narrow key range).
 """
 from __future__ import annotations
 
@@ -27,26 +29,33 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 
-from harness.histsummary import Hist, LatencySummary, windows_from
+from harness import checkbulk as bulk
+from harness.checkbulk import Runs
+
+from harness.histsummary import LatencySummary, bucket_index, bucket_index_ms, summarize
 
 PRODUCER_BITS = 20
 MAX_SEQ = 1 << 43
-CHUNK_ROWS = 1 << 21  # ack rows handed to DuckDB at a time (bounded memory while ingesting)
+CHUNK_ROWS = 1 << 21  # rows of a staged run (bounded memory while ingesting)
 RANGE_ROWS = 4_000_000  # rows joined or grouped at a time: one key range each, so memory is bounded at any size
+MASK = (1 << PRODUCER_BITS) - 1
 
 _SCHEMA = """
 CREATE TABLE pending_acks(key BIGINT, arid BIGINT, producer INTEGER, seq BIGINT, partition INTEGER, "offset" BIGINT,
-                          intended_ms DOUBLE, ack_ms DOUBLE, produce_ms DOUBLE);
+                          intended_ms DOUBLE, ack_ms DOUBLE, pub_b BIGINT);
 CREATE TABLE failed(producer INTEGER, intended_ms DOUBLE, ack_ms DOUBLE, is_error BOOLEAN);
 CREATE TABLE sink_new(key BIGINT, partition BIGINT, "offset" BIGINT, commit_ms DOUBLE, rid BIGINT);
 CREATE TABLE pending_first(key BIGINT, partition BIGINT, "offset" BIGINT, commit_ms DOUBLE, rid BIGINT);
 CREATE TABLE delivered(key BIGINT, arid BIGINT, producer INTEGER, seq BIGINT, a_part INTEGER, a_off BIGINT,
-                       s_part BIGINT, s_off BIGINT, intended_ms DOUBLE, produce_ms DOUBLE, ack_ms DOUBLE,
+                       s_part BIGINT, s_off BIGINT, intended_ms DOUBLE, ack_ms DOUBLE,
                        commit_ms DOUBLE, gen INTEGER, lat_b BIGINT, pub_b BIGINT);
 CREATE TABLE order_groups(producer INTEGER, part BIGINT, gen INTEGER, violations BIGINT, tail_off BIGINT,
                           tail_arid BIGINT, tail_seq BIGINT);
 CREATE TABLE placements(key BIGINT, partition BIGINT, "offset" BIGINT);
+CREATE TABLE unplaced(key BIGINT, a_part INTEGER, a_off BIGINT, s_part BIGINT, s_off BIGINT);
 """
 
 # the microsecond value (percentiles_ms: rint, clipped to [1 us, 1 h]) and its HdrHistogram bucket (3 significant
@@ -81,6 +90,14 @@ class CheckStore:
         self._sink_ord = 0  # sink batches added: (ordinal, file, row) orders rows the way the sink log lists them
         self._generations: tuple[float, ...] | None = None
         self._order_dirty = False
+        stage = self.directory / "stage"
+        self.acks_staged = Runs(stage, "acks", bulk.ACK_SCHEMA, CHUNK_ROWS, RANGE_ROWS)
+        self.sink_staged = Runs(stage, "sink", bulk.SINK_SCHEMA, CHUNK_ROWS, RANGE_ROWS)
+        self._range_rows = RANGE_ROWS
+        self._workers = threads  # key ranges matched at a time in a bulk pass
+        self._no_id = 0  # sink rows without an event id
+        self._fresh = True  # no reconcile has left state yet: the next one is a bulk pass
+        self._bulk: dict | None = None  # a bulk pass's results, while they are the state (else DuckDB's tables)
 
     # ---------------------------------------------------------------------------------------------- ingestion
     def add_acks(self, batches: Iterable[pa.RecordBatch]) -> int:
@@ -111,48 +128,47 @@ class CheckStore:
         n = table.num_rows
         if not n:
             return 0
-        if "produce_ms" not in table.column_names:  # the produce call happened latency_us before the ack
-            produce = pc.subtract(table["ack_ms"], pc.divide(pc.cast(table["latency_us"], pa.float64()), 1000.0))
-            table = table.append_column("produce_ms", produce)
         _check_ids(table)
-        t = table.append_column("arid", pa.array(np.arange(self._arid, self._arid + n, dtype=np.int64)))
+        arid = np.arange(self._arid, self._arid + n, dtype=np.int64)
         self._arid += n
-        con = self.con
-        con.register("_acks_in", t)
-        try:
-            con.execute(f"""INSERT INTO pending_acks SELECT (seq::BIGINT << {PRODUCER_BITS}) | producer::BIGINT,
-                arid, producer::INTEGER, seq::BIGINT, partition::INTEGER, "offset"::BIGINT, intended_ms::DOUBLE,
-                ack_ms::DOUBLE, produce_ms::DOUBLE FROM _acks_in WHERE error = ''""")
-            con.execute("""INSERT INTO failed SELECT producer::INTEGER, intended_ms::DOUBLE, ack_ms::DOUBLE,
-                error <> '' FROM _acks_in WHERE error IS NULL OR error <> ''""")
-            ok = con.execute("SELECT count(*) FROM _acks_in WHERE error = ''").fetchall()[0][0]
-        finally:
-            con.unregister("_acks_in")
+        ok = pc.fill_null(pc.equal(table["error"], ""), False)
+        acked = pc.sum(ok).as_py() or 0
+        if acked < n:  # failed sends (rare): straight to their table
+            self.con.register("_failed_in", table.filter(pc.invert(ok)))
+            try:
+                self.con.execute("""INSERT INTO failed SELECT producer::INTEGER, intended_ms::DOUBLE, ack_ms::DOUBLE,
+                    error <> '' FROM _failed_in""")
+            finally:
+                self.con.unregister("_failed_in")
+            table, arid = table.filter(ok), arid[np.asarray(ok)]
+        if acked:
+            def col(name, dtype):
+                return table[name].to_numpy().astype(dtype, copy=False)
+
+            intended, ack = col("intended_ms", np.float64), col("ack_ms", np.float64)
+            # the produce call happened latency_us before the ack
+            produce = (col("produce_ms", np.float64) if "produce_ms" in table.column_names
+                       else ack - col("latency_us", np.float64) / 1000.0)
+            self.acks_staged.append({
+                "key": (col("seq", np.int64) << PRODUCER_BITS) | col("producer", np.int64), "arid": arid,
+                "partition": col("partition", np.int32), "offset": col("offset", np.int64), "intended_ms": intended,
+                "ack_ms": ack, "pub": bucket_index_ms(produce - intended)})
         self.produced += n
-        self.acked += int(ok)
+        self.acked += acked
         return n
 
     def add_sink_batch(self, batch_id: int, commit_ms: float, files: list[str]) -> int:
-        """One committed sink batch (harness.sink.batch_log): its Parquet files, read by DuckDB without pandas.
+        """One committed sink batch (harness.sink.batch_log): its Parquet files, read by pyarrow, staged.
         Returns the rows added. A file lacking a required column is an error."""
-        if not files:
-            self._sink_ord += 1
-            return 0
-        index = pd.DataFrame({"filename": files, "fidx": np.arange(len(files), dtype=np.int64)})
-        con = self.con
-        con.register("_files", index)
-        base = self._sink_ord << 40
-        try:
-            before = self._count("sink_new")
-            con.execute(f"""INSERT INTO sink_new SELECT (p.seq::BIGINT << {PRODUCER_BITS}) | p.producer::BIGINT,
-                p.partition::BIGINT, p."offset"::BIGINT, ?::DOUBLE, ? + (coalesce(f.fidx, error('a sink file read '
-                || 'back under another name: ' || p.filename)) << 28) + p.file_row_number
-                FROM read_parquet(?, filename = true, file_row_number = true) p LEFT JOIN _files f USING (filename)""",
-                        [float(commit_ms), base, list(files)])
-            added = self._count("sink_new") - before
-        finally:
-            con.unregister("_files")
+        base, added = self._sink_ord << 40, 0
         self._sink_ord += 1
+        for fidx, name in enumerate(files):
+            pf = pq.ParquetFile(name)
+            missing = [c for c in ("producer", "seq", "partition", "offset") if c not in pf.schema_arrow.names]
+            if missing:
+                raise ValueError(f"sink file {name} lacks the column(s) {', '.join(missing)}")
+            t = pf.read(columns=["producer", "seq", "partition", "offset"])
+            added += self._stage_sink(t, float(commit_ms), base + (fidx << 28))
         self.sink_rows += added
         return added
 
@@ -161,17 +177,29 @@ class CheckStore:
         n = len(sink)
         if not n:
             return 0
-        frame = pd.DataFrame({c: sink[c].to_numpy() for c in ("producer", "seq", "partition", "offset",
-                                                              "commit_ms")})
-        frame["rid"] = (self._sink_ord << 40) + np.arange(n, dtype=np.int64)
+        t = pa.table({c: sink[c].to_numpy() for c in ("producer", "seq", "partition", "offset", "commit_ms")})
+        self._stage_sink(t, t["commit_ms"].to_numpy(), self._sink_ord << 40)
         self._sink_ord += 1
-        self.con.register("_sink_in", frame)
-        try:
-            self.con.execute(f"""INSERT INTO sink_new SELECT (seq::BIGINT << {PRODUCER_BITS}) | producer::BIGINT,
-                partition::BIGINT, "offset"::BIGINT, commit_ms::DOUBLE, rid FROM _sink_in""")
-        finally:
-            self.con.unregister("_sink_in")
         self.sink_rows += n
+        return n
+
+    def _stage_sink(self, t: pa.Table, commit_ms, rid0: int) -> int:
+        n = t.num_rows
+        if not n:
+            return 0
+        if t["producer"].null_count or t["seq"].null_count:  # judged at the reconcile (as unaccountable)
+            ok = pc.and_(pc.is_valid(t["producer"]), pc.is_valid(t["seq"]))
+            self._no_id += n - (pc.sum(ok).as_py() or 0)
+            t = t.filter(ok)
+            if isinstance(commit_ms, np.ndarray):
+                commit_ms = commit_ms[np.asarray(ok)]
+            n = t.num_rows
+        seq, producer = t["seq"].to_numpy().astype(np.int64), t["producer"].to_numpy().astype(np.int64)
+        self.sink_staged.append({"key": (seq << PRODUCER_BITS) | producer,
+                                 "partition": t["partition"].to_numpy(zero_copy_only=False).astype(np.int64),
+                                 "offset": t["offset"].to_numpy(zero_copy_only=False).astype(np.int64),
+                                 "commit_ms": np.broadcast_to(np.asarray(commit_ms, dtype=np.float64), (n,)).copy(),
+                                 "rid": rid0 + np.arange(n, dtype=np.int64)})
         return n
 
     def set_placements(self, placements: pd.DataFrame) -> None:
@@ -190,8 +218,22 @@ class CheckStore:
     # ---------------------------------------------------------------------------------------------- matching
     def advance(self, generations_ms: list[float]) -> None:
         """Bring the state up to date: first deliveries of the new sink rows, acks matched with deliveries, order
-        state per (producer, partition, generation)."""
+        state per (producer, partition, generation). The first time, in one bulk pass (harness.checkbulk)."""
         gens = tuple(sorted(float(g) for g in generations_ms))
+        if self._no_id:
+            raise ValueError(f"{self._no_id} sink rows without an event id (null producer or seq): not accountable")
+        if self._fresh:
+            self._generations = gens
+            if self.acks_staged.rows or self.sink_staged.rows:
+                self._bulk_pass()
+            return
+        if self._bulk is not None:  # the incremental path from here: its tables get the whole history
+            self.con.execute("DELETE FROM pending_acks; DELETE FROM pending_first; DELETE FROM order_groups; "
+                             "DELETE FROM unplaced")
+            for f in self._bulk["files"]:
+                f.unlink(missing_ok=True)
+            self._bulk = None
+        self._unstage()
         if gens != self._generations:
             self._generations = gens
             if self._count("delivered"):
@@ -208,6 +250,66 @@ class CheckStore:
         if self._order_dirty:
             self._order_full()
             self._order_dirty = False
+
+    def _insert(self, table: str, cols: dict[str, np.ndarray], select: str = "*") -> None:
+        self.con.register("_rows_in", pa.table(cols))
+        try:
+            self.con.execute(f"INSERT INTO {table} SELECT {select} FROM _rows_in")
+        finally:
+            self.con.unregister("_rows_in")
+
+    # a staged ack as a pending_acks row (the publish delay's bucket from its index: histsummary.bucket_value)
+    _ACKS_SELECT = f"""key, arid, (key & {MASK})::INTEGER, key >> {PRODUCER_BITS}, partition, "offset", intended_ms,
+        ack_ms, (pub::BIGINT & 2047) << (pub::BIGINT >> 11)"""
+
+    def _bulk_pass(self) -> None:
+        """Everything staged in one pass (harness.checkbulk): the pending tables get what is unmatched, the order
+        groups their state; delivered events are counted (misplaced ones too, where the ack named a position) and
+        their latency rows written to files, the staged runs kept (for ack_count and a later replay)."""
+        result = {"files": [], "delivered": 0, "misplaced": 0}
+        order = bulk.OrderState()
+        gens = self._generations or ()
+        for r in bulk.matched_ranges(self.acks_staged, self.sink_staged, gens, self._range_rows,
+                                     self.directory / "latency", workers=self._workers):
+            if len(r.lone_acks["key"]):
+                self._insert("pending_acks", r.lone_acks, self._ACKS_SELECT)
+            if len(r.lone_first["key"]):
+                self._insert("pending_first", r.lone_first)
+            if r.unplaced is not None:
+                self._insert("unplaced", r.unplaced)
+            result["delivered"] += r.delivered
+            result["misplaced"] += r.misplaced
+            if r.latency is not None:
+                result["files"].append(r.latency)
+            order.merge(r.order)
+        self._fresh = False
+        self._bulk = result
+        groups = order.frame()
+        self._insert("order_groups", {c: groups[c].to_numpy() for c in groups.columns})
+        if order.dirty:  # groups whose rows came out of key order across ranges: their rows again, sorted whole
+            self.con.execute("CREATE TEMP TABLE order_rows(producer INTEGER, part BIGINT, gen INTEGER, off BIGINT, "
+                             "arid BIGINT, seq BIGINT)")
+            dirty = np.array(sorted(order.dirty), dtype=np.int64).reshape(-1, 3)
+            for r in bulk.matched_ranges(self.acks_staged, self.sink_staged, gens, self._range_rows, None, dirty,
+                                         workers=self._workers):
+                if r.rows is not None and len(r.rows["key"]):
+                    self._insert("order_rows", {"producer": r.rows["producer"], "part": r.rows["s_part"],
+                                                "gen": r.rows["gen"], "off": r.rows["s_off"],
+                                                "arid": r.rows["arid"], "seq": r.rows["seq"]})
+            self.con.execute("INSERT INTO order_groups " + self._ORDER_AGG.format(rows="SELECT * FROM order_rows"))
+            self.con.execute("DROP TABLE order_rows")
+
+    def _unstage(self) -> None:
+        """Staged history into the tables the incremental path works on."""
+        for runs, table, select in ((self.acks_staged, "pending_acks", self._ACKS_SELECT),
+                                    (self.sink_staged, "sink_new", "*")):
+            for run in runs.read_all():
+                self.con.register("_run", run)
+                try:
+                    self.con.execute(f"INSERT INTO {table} SELECT {select} FROM _run")
+                finally:
+                    self.con.unregister("_run")
+            runs.clear()
 
     def _key_ranges(self, tables: list[str]) -> list[tuple[int, int]]:
         """[lo, hi) key ranges covering the keys the tables share, each about RANGE_ROWS rows of the largest
@@ -265,8 +367,8 @@ class CheckStore:
         con = self.con
         con.execute(f"""CREATE OR REPLACE TEMP TABLE m AS SELECT a.key, a.arid, a.producer, a.seq,
             a.partition AS a_part, a."offset" AS a_off, f.partition AS s_part, f."offset" AS s_off, a.intended_ms,
-            a.produce_ms, a.ack_ms, f.commit_ms, {self._gen_sql('a.ack_ms')} AS gen,
-            {bucket_sql('f.commit_ms - a.intended_ms')} AS lat_b, {bucket_sql('a.produce_ms - a.intended_ms')} AS pub_b
+            a.ack_ms, f.commit_ms, {self._gen_sql('a.ack_ms')} AS gen,
+            {bucket_sql('f.commit_ms - a.intended_ms')} AS lat_b, a.pub_b
             FROM pending_acks a JOIN pending_first f USING (key)
             WHERE a.key >= ? AND a.key < ? AND f.key >= ? AND f.key < ?""",
                     list(self._generations or ()) + [lo, hi, lo, hi])
@@ -327,7 +429,7 @@ class CheckStore:
 
     def ack_count(self, *, producer_below: int | None = None, ok_only: bool = False,
                   intended_from_ms: float | None = None) -> int:
-        """History rows matching a filter (every row is pending, delivered or failed)."""
+        """History rows matching a filter (every row is staged, pending, delivered or failed)."""
         where, params = ["TRUE"], []
         if producer_below is not None:
             where.append("producer < ?")
@@ -336,46 +438,41 @@ class CheckStore:
             where.append("intended_ms >= ?::DOUBLE")
             params.append(float(intended_from_ms))
         cond = " AND ".join(where)
-        n = self._count("pending_acks", cond, params) + self._count("delivered", cond, params)
+        n = self.acks_staged.count(producer_below, intended_from_ms, PRODUCER_BITS)
+        if self._bulk is None:  # else the pending acks are staged rows too
+            n += self._count("pending_acks", cond, params) + self._count("delivered", cond, params)
         return n if ok_only else n + self._count("failed", cond, params)
+
+    def delivered_count(self) -> int:
+        return self._bulk["delivered"] if self._bulk is not None else self._count("delivered")
+
+    def misplaced_count(self, placed_sql: str, part_sql: str, off_sql: str) -> int:
+        """Delivered events not where their ack (or, for sends that reported no position, the placements) put
+        them; the SQL pieces (harness.checker._judge) join a delivered relation `a` with the placements."""
+        rel, n = "delivered", 0
+        if self._bulk is not None:
+            rel, n = "unplaced", self._bulk["misplaced"]
+        return n + self._count(f"(SELECT {part_sql} AS ap, {off_sql} AS ao, a.s_part, a.s_off FROM {rel} a {placed_sql})",
+                               "(ap >= 0 AND ap <> s_part) OR (ao >= 0 AND ao <> s_off)")
 
     def latency_summary(self, measured_from_ms: float | None = None, t0: float | None = None,
                         windows: int = 10) -> LatencySummary:
-        """The delivered events' latency (sink commit - intended) and publish delay (produce call - intended) in
-        HdrHistogram buckets: the measured window's (intended at or after measured_from_ms; all without one) and
-        the warm-up's, the measured window cut in `windows` spans of intended time (reports.compare
-        latency_windows: fewer than 10 events a window gives none), and per second since t0 of intended time
-        (all events) with the events made visible per second of commit time (reports.series)."""
-        con = self.con
-        measured = "TRUE" if measured_from_ms is None else "intended_ms >= ?::DOUBLE"
-        mparams = [] if measured_from_ms is None else [float(measured_from_ms)]
-        n, lo, hi = con.execute(f"SELECT count(*), min(intended_ms), max(intended_ms) FROM delivered WHERE {measured}",
-                                mparams).fetchall()[0]
-        split = n >= windows * 10
-        edges = np.linspace(float(lo), float(hi), windows + 1) if split else np.zeros(0)
-        which = (" + ".join(["(intended_ms >= ?::DOUBLE)::INTEGER"] * len(edges)) + f" - 1, 0), {windows - 1})"
-                 if split else "0, 0), 0)")
-        sec = "floor(intended_ms / 1000::DOUBLE - ?::DOUBLE)::BIGINT" if t0 is not None else "0"
-        # one pass: events per (measured, window, second, latency bucket); the splits are sums of it
-        rows = con.execute(f"""SELECT ({measured}) AS m, least(greatest({which} AS w, {sec} AS s, lat_b AS b,
-            count(*) AS n FROM delivered GROUP BY ALL ORDER BY m, w, b""",
-                           mparams + [float(e) for e in edges] + ([float(t0)] if t0 is not None else [])).fetchnumpy()
-        m, w, s, b, cnt = (np.asarray(rows[k]) for k in ("m", "w", "s", "b", "n"))
-        m = m.astype(bool) if len(m) else np.zeros(0, dtype=bool)
-        pub = con.execute(f"SELECT pub_b AS b, count(*) AS n FROM delivered WHERE {measured} GROUP BY b",
-                          mparams).fetchnumpy()
-        out = LatencySummary(latency=_hist(b[m], cnt[m]), publish_delay=Hist.from_rows(pub["b"], pub["n"]))
-        if measured_from_ms is not None:
-            out.warmup_latency = _hist(b[~m], cnt[~m])
-            out.warmup_delivered = out.warmup_latency.total
-        if split:
-            out.windows = windows_from(edges, *_sum_by(w[m], b[m], cnt[m]))
-        if t0 is not None:
-            ps, pb, pn = _sum_by(s, b, cnt)
-            vis = con.execute("""SELECT floor((intended_ms + (commit_ms - intended_ms)) / 1000::DOUBLE - ?::DOUBLE)::BIGINT
-                AS s, count(*) AS n FROM delivered GROUP BY s ORDER BY s""", [float(t0)]).fetchnumpy()
-            out.per_second = {"s": ps, "bucket_us": pb, "n": pn, "visible_s": vis["s"], "visible_n": vis["n"]}
-        return out
+        """harness.histsummary.summarize over the delivered events: a bulk pass's latency files, or the delivered
+        table a chunk at a time."""
+        def chunks():
+            if self._bulk is not None:
+                for path in self._bulk["files"]:
+                    with pa.OSFile(str(path)) as source:
+                        t = ipc.open_file(source).read_all()
+                    yield tuple(t[c].to_numpy() for c in ("intended_ms", "commit_ms", "lat", "pub"))
+                return
+            reader = self.con.sql("SELECT intended_ms, commit_ms, lat_b, pub_b FROM delivered").to_arrow_reader(
+                CHUNK_ROWS)
+            for batch in reader:
+                i, c, lat, pub = (batch.column(k).to_numpy() for k in range(4))
+                yield i, c, bucket_index(lat), bucket_index(pub)
+
+        return summarize(chunks, measured_from_ms, t0, windows)
 
     def close(self) -> None:
         try:
@@ -389,20 +486,6 @@ class CheckStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _sum_by(group: np.ndarray, bucket: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Counts summed per (group, bucket), sorted by both."""
-    if not len(n):
-        return (np.zeros(0, dtype=np.int64),) * 3
-    keys, inverse = np.unique(np.stack([group.astype(np.int64), bucket.astype(np.int64)]), axis=1,
-                              return_inverse=True)
-    return keys[0], keys[1], np.bincount(inverse.ravel(), weights=n, minlength=keys.shape[1]).astype(np.int64)
-
-
-def _hist(bucket: np.ndarray, n: np.ndarray) -> Hist:
-    _, b, c = _sum_by(np.zeros(len(n), dtype=np.int64), bucket, n)
-    return Hist(b, c)
 
 
 def _check_ids(table: pa.Table) -> None:

@@ -8,6 +8,7 @@ histogram: DuckDB groups the delivered events by bucket, and the percentile walk
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,25 @@ def bucket_us(values_ms: np.ndarray) -> np.ndarray:
     us = np.clip(np.rint(np.asarray(values_ms, dtype=np.float64) * 1000.0), 1, 3_600_000_000).astype(np.int64)
     s = _shift(us)
     return (us >> s) << s
+
+
+def bucket_index_ms(values_ms: np.ndarray) -> np.ndarray:
+    """bucket_index(bucket_us(values_ms)) in one pass."""
+    us = np.clip(np.rint(np.asarray(values_ms, dtype=np.float64) * 1000.0), 1, 3_600_000_000).astype(np.int64)
+    shift = _shift(us)
+    return ((shift << SUB_BUCKET_BITS) + (us >> shift)).astype(np.uint16)
+
+
+def bucket_index(values_us: np.ndarray) -> np.ndarray:
+    """A bucket (its lowest equivalent value) as a dense index below 2^16, in value order: histograms as bincounts."""
+    v = np.asarray(values_us, dtype=np.int64)
+    shift = _shift(v)
+    return ((shift << SUB_BUCKET_BITS) + (v >> shift)).astype(np.uint16)
+
+
+def bucket_value(index: np.ndarray) -> np.ndarray:
+    i = np.asarray(index, dtype=np.int64)
+    return (i & ((1 << SUB_BUCKET_BITS) - 1)) << (i >> SUB_BUCKET_BITS)
 
 
 def highest_equivalent(values_us: np.ndarray) -> np.ndarray:
@@ -112,3 +132,95 @@ def windows_from(edges: np.ndarray, window: np.ndarray, values_us: np.ndarray, c
         out[name] = grouped_percentile(window, values_us, counts, p)[1] / 1000.0
     return [{"from_ms": float(edges[w]), "n": int(totals[i]), **{k: float(v[i]) for k, v in out.items()}}
             for i, w in enumerate(ids.tolist())]
+
+
+Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # intended_ms, commit_ms, latency and publish index
+N_BUCKETS = 1 << 16
+
+
+def summarize(chunks: Callable[[], Iterable[Chunk]], measured_from_ms: float | None = None, t0: float | None = None,
+              windows: int = 10) -> LatencySummary:
+    """The delivered events' latency (sink commit - intended) and publish delay (produce call - intended): the
+    measured window's (intended at or after measured_from_ms; all without one) and the warm-up's, the measured
+    window cut in `windows` spans of intended time (reports.compare latency_windows: fewer than 10 events a window
+    gives none), and per second since t0 of intended time (all events) with the events made visible per second of
+    commit time (reports.series). `chunks()` gives the events a chunk at a time (bucket indexes: bucket_index);
+    it is called twice, as the spans need the measured window's extent first. Bounded memory at any size: every
+    figure is a count per bucket (bincounts), per second only as many rows as seconds times buckets seen."""
+    n, lo, hi = 0, np.inf, -np.inf
+    for intended, _, _, _ in chunks():
+        m = intended if measured_from_ms is None else intended[intended >= measured_from_ms]
+        if len(m):
+            n, lo, hi = n + len(m), min(lo, float(m.min())), max(hi, float(m.max()))
+    split = n >= windows * 10
+    edges = np.linspace(lo, hi, windows + 1) if split else np.zeros(0)
+    hists = np.zeros((3, N_BUCKETS), dtype=np.int64)  # measured latency, warm-up latency, measured publish delay
+    spans = np.zeros(windows * N_BUCKETS, dtype=np.int64)
+    seconds: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    visible: list[tuple[np.ndarray, np.ndarray]] = []
+    for intended, commit, lat, pub in chunks():
+        measured = np.ones(len(intended), dtype=bool) if measured_from_ms is None else intended >= measured_from_ms
+        lat = lat.astype(np.int64)
+        hists[0] += np.bincount(lat[measured], minlength=N_BUCKETS)
+        hists[1] += np.bincount(lat[~measured], minlength=N_BUCKETS)
+        hists[2] += np.bincount(pub[measured], minlength=N_BUCKETS)
+        if split:
+            w = np.clip(np.searchsorted(edges, intended[measured], side="right") - 1, 0, windows - 1)
+            spans += np.bincount(w * N_BUCKETS + lat[measured], minlength=windows * N_BUCKETS)
+        if t0 is not None:
+            s = np.floor(intended / 1000.0 - t0).astype(np.int64)
+            seconds.append(_count_pairs(s, lat))
+            v, c = np.unique(np.floor((intended + (commit - intended)) / 1000.0 - t0).astype(np.int64),
+                             return_counts=True)
+            visible.append((v, c))
+    out = LatencySummary(latency=_from_counts(hists[0]), publish_delay=_from_counts(hists[2]))
+    if measured_from_ms is not None:
+        out.warmup_latency = _from_counts(hists[1])
+        out.warmup_delivered = out.warmup_latency.total
+    if split:
+        w, b = np.divmod(np.flatnonzero(spans), N_BUCKETS)
+        out.windows = windows_from(edges, w, bucket_value(b), spans[spans > 0])
+    if t0 is not None:
+        ps, pb, pn = _merge_pairs(seconds)
+        vs, vn = _merge_counts(visible)
+        out.per_second = {"s": ps, "bucket_us": bucket_value(pb), "n": pn, "visible_s": vs, "visible_n": vn}
+    return out
+
+
+def _from_counts(counts: np.ndarray) -> Hist:
+    idx = np.flatnonzero(counts)
+    return Hist(bucket_value(idx), counts[idx])
+
+
+def _count_pairs(group: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Events per (group, bucket index), sorted by both: a bincount when the groups span few values (seconds of a
+    chunk), else a sort."""
+    if not len(group):
+        return (np.zeros(0, dtype=np.int64),) * 3
+    g0, g1 = int(group.min()), int(group.max())
+    if (g1 - g0 + 1) * N_BUCKETS <= max(4 * len(group), 1 << 22):
+        counts = np.bincount((group - g0) * N_BUCKETS + index, minlength=(g1 - g0 + 1) * N_BUCKETS)
+        code = np.flatnonzero(counts)
+        return code // N_BUCKETS + g0, code % N_BUCKETS, counts[code]
+    code, counts = np.unique((group - g0) * N_BUCKETS + index, return_counts=True)
+    return code // N_BUCKETS + g0, code % N_BUCKETS, counts
+
+
+def _merge_pairs(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    if not parts:
+        return (np.zeros(0, dtype=np.int64),) * 3
+    g, i, n = (np.concatenate(x) for x in zip(*parts))
+    order = np.lexsort((i, g))
+    g, i, n = g[order], i[order], n[order]
+    start = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (i[1:] != i[:-1])])
+    return g[start], i[start], np.add.reduceat(n, start) if len(n) else n
+
+
+def _merge_counts(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    v, c = (np.concatenate(x) for x in zip(*parts))
+    order = np.argsort(v, kind="stable")
+    v, c = v[order], c[order]
+    start = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+    return v[start], np.add.reduceat(c, start) if len(c) else c
