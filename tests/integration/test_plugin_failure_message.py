@@ -28,4 +28,4 @@ def test_a_failing_run_names_its_failed_check_and_its_report(pytester):
     assert result["verdict"] == "fail"
     assert [c["name"] for c in result["checks"] if not c["ok"]] == ["latency_p99"]
     assert result["latency_ms"]["p99"] > 1.0
-    assert "plugin" not in out.split("verdict FAIL")[1]  # no traceback into harness/pytest_plugin.py
+    assert "pytest_plugin.py" not in out  # no traceback into the plugin: the message is the whole story
