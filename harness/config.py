@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from harness.errors import InputError
 
+import re
 import tomllib
 from pathlib import Path
 from types import UnionType
@@ -72,8 +73,29 @@ class TriggerSpec(Strict):
     interval: str = "0 seconds"
 
 
+LOCAL_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\])$")
+# a user's cluster, deploy mode client (the driver stays in the harness's query process): standalone (with its
+# standby masters), YARN (found through HADOOP_CONF_DIR / YARN_CONF_DIR), Kubernetes (the API server's URL)
+CLUSTER_MASTER = re.compile(r"^(spark://[A-Za-z0-9.-]+:\d{1,5}(,[A-Za-z0-9.-]+:\d{1,5})*|yarn|k8s://https?://\S+)$")
+MASTERS_ALLOWED = ("local[N] | local[N,F] | local-cluster[N,C,M] | spark://host:port[,host:port...] | yarn | "
+                   "k8s://https://host:port")
+DEFAULT_MASTER = "local[2]"
+
+
+def is_cluster_master(master: str) -> bool:
+    """A master URL whose executors live outside this machine's driver process tree (code must be shipped)."""
+    return bool(CLUSTER_MASTER.match(master))
+
+
 class SparkSpec(Strict):
-    master: str = Field("local[2]", pattern=r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\])$")
+    master: str = Field(DEFAULT_MASTER, description=MASTERS_ALLOWED)
+    cluster: Literal["none", "standalone"] = Field("none", description=(
+        "standalone: the run starts its own Spark master and workers on 127.0.0.1 (harness.spark.cluster) and "
+        "connects the query to them; leave master out"))
+    workers: int = Field(2, ge=1, le=8, description="with cluster = \"standalone\": workers started")
+    worker_cores: int = Field(1, ge=1, le=64, description="with cluster = \"standalone\": cores each worker offers")
+    worker_memory_mb: int = Field(1024, ge=512, le=65536, description=(
+        "with cluster = \"standalone\": memory each worker offers (its executor's heap, spark.executor.memory)"))
     query: str = Field("passthrough", pattern=r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
                        description="passthrough | windowed_count | dedup | module:function (harness.queries)")
     query_params: dict[str, Scalar] = Field(default_factory=dict, description="handed to the query function")
@@ -85,6 +107,31 @@ class SparkSpec(Strict):
     driver_memory: str = Field("1g", pattern=r"^\d+[mg]$")
     start_timeout_s: float = Field(180.0, gt=0)
     drain_timeout_s: float = Field(180.0, gt=0)
+
+    @field_validator("master")
+    @classmethod
+    def _master_url(cls, value: str) -> str:
+        if not (LOCAL_MASTER.match(value) or CLUSTER_MASTER.match(value)):
+            raise ValueError(f"not a master this harness can run on; allowed: {MASTERS_ALLOWED}")
+        return value
+
+    @model_validator(mode="after")
+    def _cluster(self):
+        # (compared with the defaults, not "was it given": a resolved scenario.json, run again, gives them all)
+        worker_keys = [k for k in ("workers", "worker_cores", "worker_memory_mb")
+                       if getattr(self, k) != type(self).model_fields[k].default]
+        if self.cluster == "standalone":
+            if self.master != DEFAULT_MASTER:
+                raise ValueError(f"master = {self.master!r} with cluster = \"standalone\": the run starts its "
+                                 "own master and connects the query to it; leave master out")
+        elif worker_keys:
+            raise ValueError(f"{worker_keys[0]} is for the run's own cluster: set cluster = \"standalone\" "
+                             f"(or leave {worker_keys[0]} out)")
+        return self
+
+    @property
+    def standalone(self) -> bool:
+        return self.cluster == "standalone"
 
 
 class ChecksSpec(Strict):

@@ -42,6 +42,9 @@ ROLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # spark-submit's scripts and the JVM that builds the driver's command line: they name SparkSubmit in their
     # arguments but live a second (the script then execs into the driver's JVM, and its role changes)
     ("launcher", ("org.apache.spark.launcher.Main", "bin/spark-submit", "bin/spark-class")),
+    # a standalone cluster the run starts (harness.spark.cluster): its JVMs once spark-class has exec'd into them
+    ("spark-master", ("org.apache.spark.deploy.master.Master",)),
+    ("spark-worker", ("org.apache.spark.deploy.worker.Worker",)),
     ("driver-jvm", ("org.apache.spark.deploy.SparkSubmit",)),
     # Spark's Python workers: `python -m pyspark.daemon` and its forks, or another `-m pyspark.…` worker module
     ("python-worker", ("-m pyspark.", "pyspark/daemon.py", "pyspark/worker.py")),

@@ -29,6 +29,8 @@ from harness.faults.base import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
+from harness.config import is_cluster_master
+from harness.spark.cluster import CLUSTER_KEY, code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
 from harness.supervisor import Supervisor
 from harness.timeline import Timeline
@@ -148,6 +150,9 @@ def start_backend(ctx: RunContext) -> None:
     s.backend.prepare(ctx)  # e.g. Kafka's proxy; a fault needing the same thing finds it in place
     for kind in dict.fromkeys(f.kind for f in s.faults):
         FAULTS[kind].prepare(ctx, [f for f in s.faults if f.kind == kind])
+    if s.spark.standalone:  # its master first (the driver connects to it); its workers come up with the service
+        with ctx.console.step("starting the Spark standalone master"):
+            start_cluster(ctx)
     if _start_side_by_side(ctx):
         ctx.query = _query_process(ctx, None)
         ctx.query.start(await_source=True)
@@ -158,6 +163,10 @@ def start_backend(ctx: RunContext) -> None:
         ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})
     ctx.state["backend"] = ctx.backend.describe()
     ctx.timeline.add("backend_ready", **ctx.state["backend"])
+    if s.spark.standalone:
+        with ctx.console.step(f"waiting for {s.spark.workers} Spark workers"):
+            spark_cluster(ctx).wait_ready()
+        ctx.timeline.add("spark_cluster_ready", **ctx.state["spark_cluster"])
 
 
 def start_query(ctx: RunContext) -> None:
@@ -171,7 +180,7 @@ def start_query(ctx: RunContext) -> None:
         ctx.query = _query_process(ctx, source)
     if s.spark.trigger.kind in CATCH_UP_TRIGGERS:
         return  # started by the drain, after the traffic
-    with ctx.console.step(f"starting the Spark query ({s.spark.master})"
+    with ctx.console.step(f"starting the Spark query ({_master(ctx)})"
                           + (", its driver already up" if prestarted else "")):
         if prestarted:
             ctx.query.provide_source(source)
@@ -193,13 +202,23 @@ def _start_side_by_side(ctx: RunContext) -> bool:
             and ctx.backend.kind in SPARK_JARS)
 
 
+def _master(ctx: RunContext) -> str:
+    cluster = spark_cluster(ctx)
+    return cluster.master_url if cluster is not None else ctx.scenario.spark.master
+
+
 def _query_process(ctx: RunContext, source) -> SparkQueryProcess:
-    """The query-under-test process; `source` None: the source comes once the service is up."""
+    """The query-under-test process; `source` None: the source comes once the service is up. On a cluster
+    master the driver ships the harness's code (and the scenario's query module) to its executors."""
     s = ctx.scenario
+    cluster = spark_cluster(ctx)
+    master = _master(ctx)
     return SparkQueryProcess(
         ctx.run_dir, ctx.supervisor, source=source, jars=SPARK_JARS.get(ctx.backend.kind, ()),
-        master=s.spark.master,
-        conf=s.spark_conf(), trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
+        master=master, py_files=code_to_ship(s, ctx.state.get("scenario_dir")) if is_cluster_master(master) else (),
+        loopback=cluster is not None or not is_cluster_master(master),
+        conf={**(cluster.driver_conf() if cluster else {}), **s.spark_conf()},
+        trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
         output_mode=s.spark.output_mode, driver_memory=s.spark.driver_memory, query=s.spark.query,
         query_params=s.spark.query_params,
         # a user's query module sits next to the scenario file (harness.queries: the contract)
@@ -329,8 +348,11 @@ def stop_everything(ctx: RunContext) -> None:
             ctx.state["positions_error"] = f"{type(exc).__name__}: {exc}"
     with ctx.console.step("stopping everything"):
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
-        ctx.supervisor.stop_all()
+        ctx.supervisor.stop_all()  # last started, first stopped: the driver, the workers, then the master
         ctx.backend.stop()
+    cluster = ctx.state.pop(CLUSTER_KEY, None)
+    if cluster is not None:
+        ctx.state["spark_cluster"] = cluster.describe()
     resources = ctx.state.pop("resource_sampler", None)
     if resources is not None:
         resources.stop()

@@ -1,9 +1,11 @@
-"""One executor JVM SIGKILLed under `local-cluster[N,C,M]`, preferably while a batch is in flight.
+"""One executor JVM SIGKILLed under `local-cluster[N,C,M]` or on the run's standalone cluster (`spark.cluster =
+"standalone"`: a worker's CoarseGrainedExecutorBackend child), preferably while a batch is in flight.
 
 The driver lives on: the tasks the executor was running fail with ExecutorLostFailure and are retried elsewhere
-(spark.task.maxFailures, 4 outside local mode), and the standalone worker inside local-cluster launches a
-replacement executor. The batch completes once, so nothing may be lost or duplicated. Healing waits until the
-cluster has its N executors again (an error if no replacement comes) and records what the driver logged.
+(spark.task.maxFailures, 4 outside local mode), and the standalone master (inside local-cluster, or the run's
+own) has the worker launch a replacement executor. The batch completes once, so nothing may be lost or
+duplicated. Healing waits until the cluster has its N executors again (an error if no replacement comes) and
+records what the driver logged.
 """
 from __future__ import annotations
 
@@ -31,10 +33,26 @@ class ExecutorKillOptions(FaultOptions):
         "wait this long for a batch in flight before killing (killed anyway after it; the detail says which)"))
 
 
+def expected_executors(scenario) -> int:
+    """Executors the cluster runs when whole: local-cluster's N; on the run's standalone cluster, each worker's
+    cores over the executor's (spark.executor.cores, by default all of a worker's: one executor per worker)."""
+    spark = scenario.spark
+    if spark.standalone:
+        per_executor = int(scenario.spark_conf().get("spark.executor.cores", spark.worker_cores))
+        return spark.workers * max(1, spark.worker_cores // max(1, per_executor))
+    return int(LOCAL_CLUSTER.match(spark.master).group(1))
+
+
 def executors(ctx) -> dict[int, str]:
-    """{pid: Spark executor id} of the executor JVMs under the query's driver."""
+    """{pid: Spark executor id} of the executor JVMs: under the run's standalone workers, else under the query's
+    driver (local-cluster)."""
     import psutil
 
+    from harness.spark.cluster import spark_cluster
+
+    cluster = spark_cluster(ctx)
+    if cluster is not None:
+        return cluster.executors()
     query = ctx.query
     if query is None or query.child is None or not query.child.alive():
         return {}
@@ -57,7 +75,7 @@ def executors(ctx) -> dict[int, str]:
 class ExecutorKill(Fault):
     kind = "executor_kill"
     Options = ExecutorKillOptions
-    requires = "spark.master = local-cluster[N,C,M]"
+    requires = "spark.master = local-cluster[N,C,M] or spark.cluster = \"standalone\""
 
     def __init__(self, options):
         super().__init__(options)
@@ -65,13 +83,14 @@ class ExecutorKill(Fault):
         self.expected = 0
 
     def check(self, scenario) -> str | None:
-        if not LOCAL_CLUSTER.match(scenario.spark.master):
-            return (f"needs spark.master = \"local-cluster[N,1,1024]\" (separate executor JVMs to kill); got "
-                    f"{scenario.spark.master!r}, where executors live inside the driver")
+        if not (LOCAL_CLUSTER.match(scenario.spark.master) or scenario.spark.standalone):
+            return (f"needs spark.master = \"local-cluster[N,1,1024]\" or spark.cluster = \"standalone\" "
+                    f"(separate executor JVMs to kill); got {scenario.spark.master!r}, where executors live inside "
+                    "the driver")
         return needs_running_query(scenario)
 
     def inject(self, ctx) -> dict:
-        self.expected = int(LOCAL_CLUSTER.match(ctx.scenario.spark.master).group(1))
+        self.expected = expected_executors(ctx.scenario)
         wait_running(ctx, ctx.scenario.spark.start_timeout_s)
         try:
             ctx.wait_for(lambda: len(executors(ctx)) >= self.expected, REPLACEMENT_TIMEOUT_S,

@@ -41,6 +41,7 @@ BASE_CONF = {
     "spark.sql.adaptive.enabled": "false",
     "spark.python.worker.reuse": "true",
 }
+LOOPBACK_CONF = ("spark.driver.host", "spark.driver.bindAddress")  # left to Spark on a user's cluster
 # What the harness adds to a user's query, each of which `instrumentation_off` can remove alone (the benchmark's
 # reference only, harness.bench.kafka_query): the progress listener (progress.jsonl), Spark's event log, the drain
 # loop polling the query.
@@ -64,13 +65,17 @@ class SparkQueryProcess:
                  conf: dict[str, str], trigger: dict, sink: str = "parquet", output_mode: str = "append",
                  driver_memory: str = "1g", query_name: str = "query_under_test", query: str = "passthrough",
                  query_params: dict | None = None, python_path: list[str] | None = None, jars: tuple[str, ...] = (),
-                 instrumentation: bool = True, instrumentation_off: tuple[str, ...] = ()):
+                 instrumentation: bool = True, instrumentation_off: tuple[str, ...] = (),
+                 py_files: tuple[str, ...] = (), loopback: bool = True):
         """`source` None: the source comes later (`provide_source`), so the driver can start its JVM and build its
         session while the service starts (`start(await_source=True)`); `jars` then names the artifact sets the
         source will need on the driver's classpath, which is fixed when its JVM starts. `instrumentation` False
         (the benchmark's reference only, harness.bench.kafka_query): no progress listener, no event log, no drain
         polling, so the query runs as a user's would without the harness; `instrumentation_off` removes only the
-        items of INSTRUMENTATION it names (what each one costs)."""
+        items of INSTRUMENTATION it names (what each one costs). `py_files`: archives the driver ships to its
+        executors before anything runs (harness.spark.pyfiles: on a cluster master); the driver then records
+        where its executors imported the harness from (spark/shipped_code.jsonl). `loopback` False (a user's
+        cluster, whose executors must reach the driver): the driver binds as Spark chooses, not 127.0.0.1."""
         off = set(INSTRUMENTATION) if not instrumentation else set(instrumentation_off)
         if off - set(INSTRUMENTATION):
             raise ValueError(f"unknown instrumentation {sorted(off - set(INSTRUMENTATION))}: {INSTRUMENTATION}")
@@ -85,6 +90,10 @@ class SparkQueryProcess:
         self.jar_names = tuple(source.jars) if source is not None else tuple(jars)
         jar_paths = [str(j) for name in self.jar_names for j in resolve(name)]
         full_conf = dict(BASE_CONF)
+        self.loopback = loopback
+        if not loopback:
+            for key in LOOPBACK_CONF:
+                full_conf.pop(key)
         full_conf["spark.driver.memory"] = driver_memory
         full_conf["spark.local.dir"] = str(self.spark_dir / "tmp")
         if "event_log" not in off:
@@ -100,7 +109,7 @@ class SparkQueryProcess:
             "conf": full_conf, "trigger": trigger, "sink": sink, "output_mode": output_mode,
             "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
-            "instrumentation_off": sorted(off),
+            "instrumentation_off": sorted(off), "py_files": [str(p) for p in py_files],
         }
         if source is not None:
             self.set_source(source)
@@ -165,8 +174,9 @@ class SparkQueryProcess:
             (self.control / stale).unlink(missing_ok=True)
         self.status_path.unlink(missing_ok=True)
         env = dict(os.environ)
-        env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                    "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
+        env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+        if self.loopback:
+            env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
         env.pop("SPARK_HOME", None)  # the pip-installed PySpark is its own SPARK_HOME
         if self.python_path:
             env["PYTHONPATH"] = os.pathsep.join(self.python_path + [p for p in [env.get("PYTHONPATH")] if p])

@@ -60,6 +60,28 @@ def build_session(job: dict, run_dir: Path | None = None):
     return builder.getOrCreate()
 
 
+def ship_code(spark, py_files: list[str], run_dir: Path) -> None:
+    """On a cluster master: the harness's archive (and a scenario's query module) to every executor, before any
+    data source is registered or query defined (PySpark gives each Python function the includes known when it is
+    created). Then a few tasks report where the executors imported the harness from, appended to
+    spark/shipped_code.jsonl (one line per driver start): the run's proof that executors ran the shipped code."""
+    from harness.spark.pyfiles import where_imported
+
+    sc = spark.sparkContext
+    for path in py_files:
+        sc.addPyFile(path)
+    _mark(run_dir, "code_shipped")
+    record: dict = {"at": time.time(), "py_files": py_files}
+    try:
+        n = max(2, sc.defaultParallelism)
+        record["tasks"] = sc.parallelize(range(n), n).map(where_imported).collect()
+        record["took_s"] = round(time.time() - record["at"], 3)
+    except Exception as exc:  # noqa: BLE001 - recorded; the query itself shows whether executors work
+        record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    with open(run_dir / "spark" / "shipped_code.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def await_source(job: dict, status: Path, control: Path) -> bool:
     """Wait for the source the runner hands over once the service is up; False when told to stop first."""
     path = Path(job["source_file"])
@@ -151,6 +173,8 @@ def run(job_path: Path) -> int:
     spark = build_session(job, run_dir)
     spark.sparkContext.setLogLevel(job.get("log_level", "WARN"))
     _mark(run_dir, "session_ready")
+    if job.get("py_files"):
+        ship_code(spark, job["py_files"], run_dir)
     off = instrumentation_off(job)
     recorder = None
     if "listener" not in off:

@@ -36,7 +36,7 @@ def test_minimal_scenario_gets_defaults(tmp_path):
     (MINIMAL + "[stream]\npartitions = \"many\"\n", "stream.partitions", "integer"),
     (MINIMAL + "[spark.source_options]\nmaxOffsetPerTrigger = 10\n", "spark.source_options",
      "maxOffsetsPerTrigger"),
-    (MINIMAL + "[spark]\nmaster = \"yarn\"\n", "spark.master", "pattern"),
+    (MINIMAL + "[spark]\nmaster = \"mesos://m:5050\"\n", "spark.master", "spark://host:port"),
     (MINIMAL + "[backend]\nmode = \"external\"\n", "backend", "bootstrap_servers"),
 ])
 def test_bad_input_names_file_field_and_allowed(tmp_path, text, field, allowed):
