@@ -37,7 +37,7 @@ class Strict(BaseModel):
 Scalar = Union[str, int, float, bool]
 # Tables whose keys are a connector's option names, dots and all: a dotted path ends in them.
 FLAT_TABLES = {("spark", "source_options"), ("spark", "conf"), ("stream", "config"), ("producers", "client"),
-               ("backend", "broker")}
+               ("backend", "broker"), ("backend", "client")}
 MAX_SWEEP_RUNS = 64
 
 

@@ -24,6 +24,7 @@ from harness.backends.base import Backend
 from harness.config import Scenario, load_scenario
 from harness.console import Console
 from harness.context import RunContext
+from harness.errors import InputError
 from harness.faults import FAULTS
 from harness.faults.base import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
@@ -99,6 +100,8 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
         try:
             for phase in (start_backend, start_query, run_traffic, settle_faults, drain):
                 phase(ctx)
+        except InputError:  # refused before any traffic (e.g. a fault the principal may not apply): exit 2
+            raise
         except KeyboardInterrupt:
             ctx.state["interrupted"] = True
             ctx.state["error"] = "interrupted (Ctrl-C / SIGTERM): processes stopped, partial results kept"

@@ -45,6 +45,7 @@ class AddPartitions(Fault):
     kind = "add_partitions"
     Options = AddPartitionsOptions
     requires = "a Kafka backend"
+    kafka_operations = {"ALTER": "CreatePartitions", "WRITE": "Produce", "DELETE": "DeleteRecords"}
 
     def check(self, scenario) -> str | None:
         if scenario.backend.kind != "kafka":
@@ -85,6 +86,7 @@ class AddPartitions(Fault):
         from confluent_kafka import Producer
 
         from harness.backends.kafka.admin import CLIENT_LOG
+        from harness.backends.kafka.security import expand_all
         from harness.history import AckWriter
         from producers.event import encode
 
@@ -93,7 +95,7 @@ class AddPartitions(Fault):
         k = len(list(out.glob("acks-fault-*.arrows")))
         index, path = FAULT_PRODUCER_BASE + k, out / f"acks-fault-{k}.arrows"
         reports: list = []
-        config = dict(ctx.backend.producer_settings(), **{"enable.idempotence": True, "acks": "all",
+        config = dict(expand_all(ctx.backend.producer_settings()), **{"enable.idempotence": True, "acks": "all",
                                                            "linger.ms": 0, "logger": CLIENT_LOG})
         producer = Producer(config)
         seq = 0

@@ -100,6 +100,10 @@ class Fault:
     kind: ClassVar[str]
     Options: ClassVar[type[FaultOptions]]
     requires: ClassVar[str] = ""  # a sentence: what the run must have for this fault (checked before start)
+    # Kafka topic operations (ACL operation names, as the broker authorizes them) -> the admin request that needs
+    # each. Checked against the configured principal once the topic exists, before any traffic: a fault the
+    # principal may not apply refuses the run rather than fail half-applied (harness.backends.kafka.authz).
+    kafka_operations: ClassVar[dict[str, str]] = {}
 
     def __init__(self, options: FaultOptions):
         self.options = options
@@ -109,6 +113,10 @@ class Fault:
     def prepare(cls, ctx: "RunContext", options: list[FaultOptions]) -> None:
         """Once per kind, before the backend starts, with every scheduled entry of this kind: set up what the
         fault needs in place from the start (a proxy in front of the brokers, a broker setting)."""
+
+    def needs(self) -> dict[str, str]:
+        """This entry's Kafka topic operations (`kafka_operations`; an option may add some)."""
+        return dict(self.kafka_operations)
 
     def check(self, scenario) -> str | None:
         """Before anything starts: None, or why this scenario cannot carry this fault (the CLI exits 2)."""

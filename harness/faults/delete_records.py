@@ -25,6 +25,7 @@ class DeleteRecords(Fault):
     kind = "delete_records"
     Options = DeleteRecordsOptions
     requires = "a Kafka backend"
+    kafka_operations = {"DELETE": "DeleteRecords"}
 
     def check(self, scenario) -> str | None:
         return kafka_partitions_problem(scenario, self.options.partitions)

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from harness.backends.kafka.security import expand_all
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions, kafka_partitions_problem
 
@@ -30,6 +31,7 @@ class Resend(Fault):
     kind = "resend"
     Options = ResendOptions
     requires = "a Kafka backend"
+    kafka_operations = {"READ": "Fetch", "WRITE": "Produce"}
 
     def check(self, scenario) -> str | None:
         return kafka_partitions_problem(scenario, self.options.partitions)
@@ -40,21 +42,23 @@ class Resend(Fault):
         starts = backend.start_offsets(ctx.stream)
         chosen = self.options.partitions if self.options.partitions is not None else sorted(ends)
         ranges = {p: (max(starts[p], ends[p] - self.options.records), ends[p]) for p in chosen}
-        records = _read(backend.bootstrap, ctx.stream, {p: r for p, r in ranges.items() if r[1] > r[0]})
+        settings = expand_all(backend.producer_settings())
+        records = _read(settings, ctx.stream, {p: r for p, r in ranges.items() if r[1] > r[0]})
         if not records:
             raise FaultError(f"nothing to resend: partitions {chosen} hold no records yet")
-        copies = _produce(backend.producer_settings(), ctx.stream, records)
+        copies = _produce(settings, ctx.stream, records)
         return {"resent": len(records), "originals": {str(p): list(r) for p, r in ranges.items() if r[1] > r[0]},
                 "copies": {str(p): [min(o), max(o) + 1] for p, o in copies.items()}}
 
 
-def _read(bootstrap: str, stream: str, ranges: dict[int, tuple[int, int]], timeout_s: float = 60.0) -> list:
-    """[(partition, key, value, headers)] of every record in `ranges`, in offset order per partition."""
+def _read(settings: dict, stream: str, ranges: dict[int, tuple[int, int]], timeout_s: float = 60.0) -> list:
+    """[(partition, key, value, headers)] of every record in `ranges`, in offset order per partition; `settings`:
+    bootstrap.servers and the client security settings."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from harness.backends.kafka.admin import client_config
+    from harness.backends.kafka.admin import CLIENT_LOG
 
-    consumer = Consumer(dict(client_config(bootstrap), **{"group.id": f"harness-resend-{uuid.uuid4().hex}",
+    consumer = Consumer(dict(settings, logger=CLIENT_LOG, **{"group.id": f"harness-resend-{uuid.uuid4().hex}",
                                                           "enable.auto.commit": False,
                                                           "isolation.level": "read_uncommitted"}))
     out: dict[int, list] = {p: [] for p in ranges}

@@ -38,6 +38,7 @@ class Retention(Fault):
     kind = "retention"
     Options = RetentionOptions
     requires = "a Kafka backend and failOnDataLoss=false"
+    kafka_operations = {"DESCRIBE_CONFIGS": "DescribeConfigs", "ALTER_CONFIGS": "IncrementalAlterConfigs"}
 
     def __init__(self, options):
         super().__init__(options)

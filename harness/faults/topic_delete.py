@@ -57,6 +57,10 @@ class TopicDelete(Fault):
     kind = "topic_delete"
     Options = TopicDeleteOptions
     requires = "a Kafka backend"
+    kafka_operations = {"DELETE": "DeleteTopics", "DESCRIBE_CONFIGS": "DescribeConfigs"}
+
+    def needs(self) -> dict[str, str]:
+        return dict(super().needs(), **({"CREATE": "CreateTopics"} if self.options.recreate else {}))
 
     def check(self, scenario) -> str | None:
         if scenario.backend.kind != "kafka":

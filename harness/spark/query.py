@@ -291,13 +291,15 @@ def progress_recorder(progress_path: Path, ends: dict[str, dict[str, int]]):
 
 def _start(spark, job: dict):
     """The user's query on the normalised source, written to the sink with the job's trigger; started."""
+    from harness.backends.kafka.security import expand_all
     from harness.queries import resolve
     from harness.spark.events import load
 
     _mark(Path(job["run_dir"]), "source_received")
     for path in job.get("data_sources", []):
         spark.dataSource.register(load(path))
-    df = spark.readStream.format(job["format"]).options(**job["options"]).load()
+    options = expand_all(job["options"])  # secrets travel as ${VAR} references (harness.backends.kafka.security)
+    df = spark.readStream.format(job["format"]).options(**options).load()
     out = resolve(job["query"]).function(load(job["normalise"])(df), dict(job.get("query_params") or {}))
     writer = (out.writeStream.format(job["sink"]).outputMode(job["output_mode"]).queryName(job["query_name"])
               .option("checkpointLocation", job["checkpoint"]).option("path", job["sink_path"]))

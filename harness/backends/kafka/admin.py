@@ -11,14 +11,16 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.backends.base import Backend, BackendError, SparkSource
+from harness.backends.kafka import security as sec
 
 
 CLIENT_LOG = logging.getLogger("harness.kafka.client")
 
 
-def client_config(bootstrap: str) -> dict[str, Any]:
-    """Admin/consumer clients log through Python logging, not straight onto the user's terminal."""
-    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG}
+def client_config(bootstrap: str, security: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Admin/consumer clients log through Python logging, not straight onto the user's terminal; `security`: the
+    run's client security settings with their secrets' values (harness.backends.kafka.security)."""
+    return {"bootstrap.servers": bootstrap, **(security or {}), "logger": CLIENT_LOG}
 
 
 def _accepts(bootstrap: str) -> bool:
@@ -36,10 +38,25 @@ class KafkaBackendBase(Backend):
     query_bootstrap: str = ""  # where the query under test connects instead, when set (a proxy in front)
 
     _admin: AdminClient | None = None
+    client: dict[str, Any] = {}  # [backend.client]: security settings as the user wrote them (secrets too)
+    required: list[tuple[str, dict[str, str]]] = []  # (fault label, its topic operations): checked at create_stream
+    _authorized = False
+
+    def set_client(self, client: dict[str, Any]) -> None:
+        """The security settings every client of the run uses (the backend's own, producers', Spark's). Literal
+        secrets are exported into this process's environment now, before any child process starts (the query's
+        driver starts beside the broker and only learns its source options later)."""
+        self.client = dict(client)
+        sec.referenced(self.client)
+        self._admin = None
+
+    def client_security(self) -> dict[str, str]:
+        """The settings with their secrets' values, for clients in this process."""
+        return sec.resolved(self.client)
 
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(client_config(self.bootstrap))
+            self._admin = AdminClient(client_config(self.bootstrap, self.client_security()))
         return self._admin
 
     def wait_ready(self, brokers: int, timeout: float = 90.0, alive=lambda: True) -> None:
@@ -78,6 +95,11 @@ class KafkaBackendBase(Backend):
             except KafkaException as exc:
                 raise BackendError(f"cannot create topic {name}: {exc}") from exc
         self._wait(lambda: self._leaders_known(name, partitions), f"leaders of topic {name}")
+        if self.required and not self._authorized:  # once the topic exists, before the query or any traffic
+            from harness.backends.kafka.authz import check_authorized
+
+            check_authorized(self.admin(), name, self.required, sec.principal(self.client))
+            self._authorized = True
 
     def _leaders_known(self, name: str, partitions: int) -> bool:
         md = self.admin().list_topics(name, timeout=10).topics.get(name)
@@ -92,11 +114,15 @@ class KafkaBackendBase(Backend):
             time.sleep(0.2)
 
     def producer_settings(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap}
+        """For the producers' job file: secrets as `${VAR}` references their process expands (kafka_sender)."""
+        return {"bootstrap.servers": self.bootstrap, **sec.referenced(self.client)}
 
     def spark_source(self, stream: str, options: dict[str, str]) -> SparkSource:
-        opts = {"kafka.bootstrap.servers": self.query_bootstrap or self.bootstrap, "subscribe": stream}
-        opts.update(options)
+        """The security settings as Java client options beneath the user's own (an explicit `kafka.*` wins);
+        secrets as `${VAR}` references the query process expands."""
+        derived = {"kafka.bootstrap.servers": self.query_bootstrap or self.bootstrap, "subscribe": stream,
+                   **sec.spark_options(self.client)}
+        opts = sec.merge_source_options(derived, options)
         return SparkSource("kafka", opts, normalise="harness.spark.events:from_kafka", jars=("spark-kafka",))
 
     _watermarks: Consumer | None = None
@@ -108,7 +134,7 @@ class KafkaBackendBase(Backend):
         deadline = time.monotonic() + timeout
         with self._watermarks_lock:
             if self._watermarks is None:
-                self._watermarks = Consumer(dict(client_config(self.bootstrap), **{
+                self._watermarks = Consumer(dict(client_config(self.bootstrap, self.client_security()), **{
                     "group.id": "harness-watermarks", "enable.auto.commit": False}))
             while True:
                 try:

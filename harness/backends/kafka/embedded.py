@@ -2,6 +2,13 @@
 
 One node by default; `nodes = 3` gives a three-node quorum so a broker can be killed while the others serve. Every
 node runs in its own supervised JVM with a small heap, its own free ports and log dir inside the run directory.
+
+With `sasl = "PLAIN"` clients get a CLIENT listener in SASL_PLAINTEXT (the bootstrap address the run hands out),
+Kafka's StandardAuthorizer, the scenario's users (their passwords reach the broker through its environment and
+Kafka's EnvVarConfigProvider, never a file), `super_users` allowed everything, and every other user granted what a
+workload needs on topics (READ, WRITE, DESCRIBE, CREATE, DESCRIBE_CONFIGS) and groups (READ), nothing more. The
+inter-broker and controller listeners stay PLAINTEXT on loopback; their principal (User:ANONYMOUS) is a super
+user, so that listener is the harness's own (the broker fault's clients use it), never handed to a workload.
 """
 from __future__ import annotations
 
@@ -42,6 +49,11 @@ Configuration:
 """
 
 
+# what a workload's user may do when the embedded broker authorizes (sasl): produce, consume, create its topic,
+# read topic configs; not delete topics or records, alter configs or add partitions (admin faults need those)
+WORKLOAD_ACLS = {"TOPIC": ("READ", "WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS"), "GROUP": ("READ",)}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -55,6 +67,7 @@ class Node:
     controller_port: int
     home: Path
     child: Child | None = None
+    client_port: int = 0  # the SASL listener's, when there is one
 
     @property
     def config(self) -> Path:
@@ -64,7 +77,8 @@ class Node:
 class EmbeddedKafka(KafkaBackendBase):
     """Kafka 4 in KRaft mode on 127.0.0.1, jars from the Maven cache, one JVM per node."""
 
-    def __init__(self, nodes: int = 1, heap_mb: int = 512, broker_config: dict[str, str] | None = None):
+    def __init__(self, nodes: int = 1, heap_mb: int = 512, broker_config: dict[str, str] | None = None,
+                 sasl: str | None = None, users: dict[str, str] | None = None, super_users: list[str] = ()):
         if nodes < 1:
             raise BackendError("kafka nodes must be >= 1")
         self.n = nodes
@@ -75,13 +89,17 @@ class EmbeddedKafka(KafkaBackendBase):
         self.supervisor: Supervisor | None = None
         self.listeners: dict[str, list[tuple[int, str]]] = {}  # extra listeners: name -> per node (port, advertised)
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.sasl = sasl
+        self.users = dict(users or {})
+        self.super_users = list(super_users)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self, run_dir: Path, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
         self.classpath = os.pathsep.join(str(j) for j in resolve("kafka-broker"))
         home = run_dir / "services" / "kafka"
-        self.nodes = [Node(i + 1, free_port(), free_port(), home / f"node-{i + 1}") for i in range(self.n)]
+        self.nodes = [Node(i + 1, free_port(), free_port(), home / f"node-{i + 1}",
+                           client_port=free_port() if self.sasl else 0) for i in range(self.n)]
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
         rf = min(3, self.n)
         for i, node in enumerate(self.nodes):
@@ -117,14 +135,81 @@ class EmbeddedKafka(KafkaBackendBase):
                 "log.segment.delete.delay.ms": "1000",
                 "file.delete.delay.ms": "1000",
             }
+            props.update(self._sasl_props(node, i))
             props.update(self.extra)
             node.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
             (node.home / "log4j2.yaml").write_text(LOG4J2.format(log=node.home / "server.log"))
             self._format(node)
         for node in self.nodes:
             self.start_node(node)
-        self.bootstrap = ",".join(f"127.0.0.1:{n.broker_port}" for n in self.nodes)
+        self.internal_bootstrap = ",".join(f"127.0.0.1:{n.broker_port}" for n in self.nodes)
+        self.bootstrap = (",".join(f"127.0.0.1:{n.client_port}" for n in self.nodes) if self.sasl
+                          else self.internal_bootstrap)
         self.wait_ready(self.n, alive=lambda: all(n.child and n.child.alive() for n in self.nodes))
+        if self.sasl:
+            self._grant_workload_acls()
+
+    # -- SASL --------------------------------------------------------------------------------------------------
+    def _password_var(self, index: int) -> str:
+        return f"HARNESS_KAFKA_USER_{index}"
+
+    def _sasl_props(self, node: Node, i: int) -> dict[str, str]:
+        """The CLIENT listener (and a proxied QUERY one) in SASL_PLAINTEXT, the authorizer, the users."""
+        if not self.sasl:
+            return {}
+        from harness.backends.kafka.security import LOGIN_MODULES
+
+        accounts = " ".join(f'user_{u}="${{env:{self._password_var(k)}}}"' for k, u in enumerate(self.users))
+        jaas = f"{LOGIN_MODULES[self.sasl]} required {accounts};"
+        names = ["CLIENT", *self.listeners]
+        props = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port},CONTROLLER://127.0.0.1:{node.controller_port},"
+                         f"CLIENT://127.0.0.1:{node.client_port}"
+                         + "".join(f",{name}://127.0.0.1:{ports[i][0]}" for name, ports in self.listeners.items()),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port},CLIENT://127.0.0.1:{node.client_port}"
+                                    + "".join(f",{name}://{ports[i][1]}" for name, ports in self.listeners.items()),
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+                                              + "".join(f",{name}:SASL_PLAINTEXT" for name in names),
+            "sasl.enabled.mechanisms": self.sasl,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": ";".join(["User:ANONYMOUS", *(f"User:{u}" for u in self.super_users)]),
+            "allow.everyone.if.no.acl.found": "false",
+            "config.providers": "env",
+            "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+        }
+        for name in names:
+            props[f"listener.name.{name.lower()}.{self.sasl.lower()}.sasl.jaas.config"] = jaas
+        return props
+
+    def _broker_env(self) -> dict[str, str] | None:
+        if not self.sasl:
+            return None
+        from harness.backends.kafka.security import expand
+
+        env = dict(os.environ)
+        env.update({self._password_var(k): expand(p) for k, p in enumerate(self.users.values())})
+        return env
+
+    def _grant_workload_acls(self) -> None:
+        """Users that are not super users get what a workload needs and nothing an admin fault needs."""
+        from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                           AdminClient, ResourcePatternType, ResourceType)
+
+        from harness.backends.kafka.admin import client_config
+
+        admin = AdminClient(client_config(self.internal_bootstrap))
+        bindings = [AclBinding(getattr(ResourceType, kind), "*", ResourcePatternType.LITERAL, f"User:{user}", "*", op,
+                               AclPermissionType.ALLOW)
+                    for user in self.users if user not in self.super_users
+                    for kind, ops in WORKLOAD_ACLS.items() for op in (getattr(AclOperation, o) for o in ops)]
+        if not bindings:
+            return
+        for fut in admin.create_acls(bindings, request_timeout=30).values():
+            fut.result()
+        everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                      AclOperation.ANY, AclPermissionType.ANY)
+        self._wait(lambda: len(admin.describe_acls(everything, request_timeout=10).result()) >= len(bindings),
+                   "the workload users' ACLs")
 
     def add_listener(self, name: str, ports: list[tuple[int, str]]) -> None:
         """Before start(): a further plaintext listener on every node, binding `ports[i][0]` and advertising
@@ -139,21 +224,23 @@ class EmbeddedKafka(KafkaBackendBase):
         return ["java", f"-Xms{min(256, self.heap_mb)}m", f"-Xmx{self.heap_mb}m", "-XX:+UseG1GC",
                 "-XX:ActiveProcessorCount=2", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={node.home / 'log4j2.yaml'}",
-                f"-Dkafka.logs.dir={node.home}", "-cp", self.classpath, main, *args]
+                f"-Dkafka.logs.dir={node.home}",
+                "-Dorg.apache.kafka.automatic.config.providers=org.apache.kafka.common.config.provider."
+                "EnvVarConfigProvider", "-cp", self.classpath, main, *args]
 
     def _format(self, node: Node) -> None:
         # `--cluster-id=` keeps an id that starts with "-" (urlsafe base64 may) from reading as an option
         argv = self._java(node, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                           "-c", str(node.config), "--ignore-formatted")
         argv[1:3] = ["-Xms64m", "-Xmx256m"]
-        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=self._broker_env())
         if proc.returncode != 0:
             raise BackendError(f"formatting Kafka storage failed: {proc.stderr[-2000:] or proc.stdout[-2000:]}")
 
     def start_node(self, node: Node) -> None:
         assert self.supervisor is not None
         node.child = self.supervisor.spawn(f"kafka-{node.node_id}", self._java(node, "kafka.Kafka", str(node.config)),
-                                           log_path=node.home / "stdout.log")
+                                           log_path=node.home / "stdout.log", env=self._broker_env())
 
     def stop_node(self, node: Node, hard: bool = False) -> None:
         if node.child is None or self.supervisor is None:
@@ -171,6 +258,8 @@ class EmbeddedKafka(KafkaBackendBase):
     def describe(self) -> dict:
         out = {"kind": self.kind, "mode": "embedded", "bootstrap": self.bootstrap, "nodes": self.n,
                "cluster_id": self.cluster_id}
+        if self.sasl:
+            out.update(sasl=self.sasl, users=sorted(self.users), super_users=self.super_users)
         if self.query_bootstrap:
             out["query_bootstrap"] = self.query_bootstrap
         return out

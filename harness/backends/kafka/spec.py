@@ -1,11 +1,13 @@
 """The `[backend]` table for Kafka, and the names of Spark's Kafka source options (checked, never guessed)."""
 from __future__ import annotations
 
+import os
 from typing import Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_serializer, model_validator
 
 from harness.backends.base import Backend, BackendSpec
+from harness.backends.kafka import security as sec
 
 Scalar = Union[str, int, float, bool]
 
@@ -36,6 +38,77 @@ class KafkaSpec(BackendSpec):
         "embedded: the query's Kafka connections go through the loopback TCP proxy (harness.netproxy) without any "
         "fault, so every connection is recorded with its client.id (result.json consumers: Kafka consumers created "
         "per batch); a network fault puts the same proxy there anyway. Off by default: a hop and a process more"))
+    client: dict[str, Scalar] = Field(default_factory=dict, description=(
+        "client security settings, librdkafka names (security.protocol, sasl.mechanism, sasl.username, "
+        "sasl.password, ssl.*): to the producers, the harness's admin and Spark's source (as kafka.*); a secret as "
+        "\"${ENV_VAR}\" or `<name>_env = \"ENV_VAR\"`"))
+    sasl: Literal["PLAIN"] | None = Field(None, description=(
+        "embedded: clients connect through a SASL_PLAINTEXT listener with this mechanism, an ACL authorizer on"))
+    users: dict[str, str] = Field(default_factory=dict, description=(
+        "embedded with sasl: user -> password (\"${ENV_VAR}\" allowed)"))
+    super_users: list[str] = Field(default_factory=lambda: ["admin"], description=(
+        "embedded with sasl: users allowed everything; the others may read, write, describe, create topics and "
+        "describe their configs, nothing more"))
+
+    @field_serializer("client")
+    def _redact_client(self, client: dict[str, Scalar]) -> dict[str, Scalar]:
+        return sec.redacted(client)
+
+    @field_serializer("users")
+    def _redact_users(self, users: dict[str, str]) -> dict[str, str]:
+        return {u: p if sec.REF.fullmatch(p) else sec.REDACTED for u, p in users.items()}
+
+    def client_settings(self) -> dict[str, Scalar]:
+        """[backend.client] as the clients get it: with `sasl` on an embedded broker, the protocol and mechanism
+        filled in and the user's password taken from `users` (credentials are written once)."""
+        client = dict(self.client)
+        if self.sasl and self.mode == "embedded":
+            client.setdefault("security.protocol", "SASL_PLAINTEXT")
+            if "sasl.mechanisms" not in client:
+                client.setdefault("sasl.mechanism", self.sasl)
+            user = client.get("sasl.username")
+            if isinstance(user, str) and user in self.users and "sasl.password_env" not in client:
+                client.setdefault("sasl.password", self.users[user])
+        return client
+
+    @model_validator(mode="after")
+    def _security(self):
+        if self.sasl is not None:
+            if self.mode != "embedded":
+                raise ValueError(f"sasl = {self.sasl!r} configures the embedded broker (mode = 'embedded'); for "
+                                 f"mode = {self.mode!r} give the cluster's settings in [backend.client]")
+            if not self.users:
+                raise ValueError("sasl needs [backend.users]: user = \"password\", ... (the broker's accounts)")
+            bad = [u for u in self.users if not u or any(c in u for c in ' ";=,')]
+            if bad:
+                raise ValueError(f"users: {bad[0]!r} is not a user name (no spaces, quotes, ';', '=' or ',')")
+            missing = [u for u in self.super_users if u not in self.users]
+            if missing:
+                raise ValueError(f"super_users: {missing[0]!r} is not in users ({', '.join(self.users)})")
+            user = self.client.get("sasl.username")
+            if user not in self.users:
+                raise ValueError(f"sasl needs backend.client.\"sasl.username\" = one of users "
+                                 f"({', '.join(self.users)}); got {user!r}")
+            for u, password in self.users.items():
+                for var in sec.REF.findall(password):
+                    if var not in os.environ:
+                        raise ValueError(f"users.{u} needs the environment variable {var}, which is not set")
+            settings = self.client_settings()
+            if sec.protocol(settings) != "SASL_PLAINTEXT" or sec.mechanism(settings) != self.sasl:
+                raise ValueError(f"with sasl = {self.sasl!r} the embedded listener is SASL_PLAINTEXT with "
+                                 f"{self.sasl}: backend.client says {sec.protocol(settings)} / "
+                                 f"{sec.mechanism(settings)}")
+        elif self.users:
+            raise ValueError("users are the embedded broker's SASL accounts: they need sasl = 'PLAIN'")
+        try:
+            sec.check(self.client_settings())
+        except ValueError as exc:
+            raise ValueError(f"client: {exc}") from None
+        if self.mode != "external" and not self.sasl and sec.protocol(self.client) != "PLAINTEXT":
+            raise ValueError(f"client: security.protocol = {sec.protocol(self.client)!r} but the {self.mode} broker "
+                             "listens in PLAINTEXT" + ("; set sasl = 'PLAIN' for a SASL listener"
+                                                       if self.mode == "embedded" else ""))
+        return self
 
     @model_validator(mode="after")
     def _external_needs_bootstrap(self):
@@ -47,6 +120,10 @@ class KafkaSpec(BackendSpec):
         return self
 
     def prepare(self, ctx) -> None:
+        from harness.faults import fault_for
+
+        ctx.backend.required = [(f"faults.{i} ({o.kind})", fault_for(o).needs()) for i, o in
+                                enumerate(ctx.scenario.faults) if fault_for(o).needs()]
         if self.proxy:
             from harness.netproxy import put_in_front
 
@@ -59,15 +136,19 @@ class KafkaSpec(BackendSpec):
         if self.mode == "embedded":
             from harness.backends.kafka.embedded import EmbeddedKafka
 
-            return EmbeddedKafka(nodes=self.nodes, heap_mb=self.heap_mb,
-                                 broker_config={k: str(v) for k, v in self.broker.items()})
-        if self.mode == "external":
+            backend = EmbeddedKafka(nodes=self.nodes, heap_mb=self.heap_mb,
+                                    broker_config={k: str(v) for k, v in self.broker.items()},
+                                    sasl=self.sasl, users=self.users, super_users=self.super_users)
+        elif self.mode == "external":
             from harness.backends.kafka.external import ExternalKafka
 
-            return ExternalKafka(self.bootstrap_servers or "")
-        from harness.backends.kafka.container import ContainerKafka
+            backend = ExternalKafka(self.bootstrap_servers or "")
+        else:
+            from harness.backends.kafka.container import ContainerKafka
 
-        return ContainerKafka()
+            backend = ContainerKafka()
+        backend.set_client(self.client_settings())
+        return backend
 
     def check_source_options(self, options: dict[str, Any]) -> None:
         for key in options:
