@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,14 +30,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from harness.histsummary import bucket_index_ms
+from harness.histsummary import LatencyCounts, bucket_index_ms
 
 ACK_SCHEMA = pa.schema([("key", pa.int64()), ("arid", pa.int64()), ("partition", pa.int32()), ("offset", pa.int64()),
                         ("intended_ms", pa.float64()), ("ack_ms", pa.float64()), ("pub", pa.uint16())])
 SINK_SCHEMA = pa.schema([("key", pa.int64()), ("partition", pa.int64()), ("offset", pa.int64()),
                          ("commit_ms", pa.float64()), ("rid", pa.int64())])
-LATENCY_SCHEMA = pa.schema([("intended_ms", pa.float64()), ("commit_ms", pa.float64()), ("lat", pa.uint16()),
-                            ("pub", pa.uint16())])
 SAMPLES_PER_RANGE = 16  # key samples kept per RANGE_ROWS rows of a run: the ranges' sizes are that precise
 PRODUCER_BITS = 20
 
@@ -77,6 +75,8 @@ class Runs:
         self._buffer: list[Columns] = []
         self._buffered = 0
         self._written = 0
+        self._writing: Future | None = None  # the last run's write, in the background (Arrow releases the GIL)
+        self._writer = ThreadPoolExecutor(1)
 
     def append(self, cols: Columns) -> None:
         n = len(cols["key"])
@@ -97,14 +97,22 @@ class Runs:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / f"{self.name}-{self._written:06d}.arrow"
         self._written += 1
-        write_ipc(path, self.schema, cols)
+        self.wait()  # one run in memory at a time besides the buffer
+        self._writing = self._writer.submit(write_ipc, path, self.schema, cols)
         key = cols["key"]
         self.runs.append((path, int(key[0]), int(key[-1]), key[:: self.step].copy()))
+
+    def wait(self) -> None:
+        """Every run written (before any is read)."""
+        if self._writing is not None:
+            self._writing.result()
+            self._writing = None
 
     def read(self, lo: int, hi: int) -> Columns:
         """Every staged row with lo <= key < hi (copied out: no map of the runs stays), in run order: each run's
         rows by key, the runs in the order they were written."""
         self.flush()
+        self.wait()
         parts: dict[str, list[np.ndarray]] = {f.name: [] for f in self.schema}
         for path, first, last, _ in self.runs:
             if last < lo or first >= hi:
@@ -123,6 +131,7 @@ class Runs:
     def count(self, producer_below: int | None, intended_from_ms: float | None, producer_bits: int) -> int:
         """Staged rows (acks) with producer < producer_below and intended_ms >= intended_from_ms (None: any)."""
         self.flush()
+        self.wait()
         if producer_below is None and intended_from_ms is None:
             return self.rows
         n = 0
@@ -138,16 +147,32 @@ class Runs:
                 del batch
         return n
 
+    def column(self, name: str) -> Iterator[np.ndarray]:
+        """One column of every run, a run at a time (copied out)."""
+        self.flush()
+        self.wait()
+        for path, *_ in self.runs:
+            with pa.memory_map(str(path)) as source:
+                batch = ipc.open_file(source).get_batch(0)
+                yield np.array(batch.column(batch.schema.get_field_index(name)).to_numpy())
+                del batch
+
     def read_all(self) -> list[pa.Table]:
         """The runs whole, one table each (the store's incremental path inserts them)."""
         self.flush()
+        self.wait()
         out = []
         for path, *_ in self.runs:
             with pa.OSFile(str(path)) as source:
                 out.append(ipc.open_file(source).read_all())
         return out
 
+    def close(self) -> None:
+        self.clear()
+        self._writer.shutdown()
+
     def clear(self) -> None:
+        self.wait()
         for path, *_ in self.runs:
             path.unlink(missing_ok=True)
         self.runs, self.rows, self._buffer, self._buffered = [], 0, [], 0
@@ -158,6 +183,7 @@ def key_ranges(runs: list[Runs], range_rows: int) -> list[tuple[int, int]]:
     standing for `step` rows)."""
     for r in runs:
         r.flush()
+        r.wait()
     staged = [run for r in runs for run in r.runs]
     if not staged:
         return []
@@ -261,11 +287,11 @@ class RangeResult:
     misplaced: int = 0  # among the delivered whose ack named a position
     unplaced: Columns | None = None  # delivered whose ack named none (judged with the placements of the moment)
     order: list = field(default_factory=list)  # order_stats
-    latency: Path | None = None  # the delivered events' latency rows (LATENCY_SCHEMA)
+    latency: LatencyCounts | None = None  # the delivered events' latency (histsummary.summarize's counts)
     rows: Columns | None = None  # the delivered rows of the groups asked for (dirty order groups)
 
 
-def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, latency_path: Path | None,
+def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, latency: tuple | None,
                 groups: np.ndarray | None = None) -> RangeResult:
     """One key range: acks meet their first deliveries (binary search in the sink's keys; the acks keep their run
     order, in which a producer's rows stay the way it wrote them, which order_stats' quick path counts on)."""
@@ -302,28 +328,22 @@ def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, late
     if not known.all():
         out.unplaced = {c: d[c][~known] for c in ("key", "a_part", "a_off", "s_part", "s_off")}
     out.order = order_stats(d)
-    if latency_path is not None:
-        write_ipc(latency_path, LATENCY_SCHEMA, {"intended_ms": a["intended_ms"], "commit_ms": f["commit_ms"],
-                                                 "lat": bucket_index_ms(f["commit_ms"] - a["intended_ms"]),
-                                                 "pub": a["pub"]})
-        out.latency = latency_path
+    if latency is not None:  # LatencyCounts' arguments
+        out.latency = LatencyCounts(*latency)
+        out.latency.add(a["intended_ms"], f["commit_ms"], bucket_index_ms(f["commit_ms"] - a["intended_ms"]), a["pub"])
     return out
 
 
 def matched_ranges(acks: Runs, sink: Runs, generations: tuple[float, ...], range_rows: int,
-                   latency_dir: Path | None, groups: np.ndarray | None = None, workers: int = 2
+                   latency: tuple | None, groups: np.ndarray | None = None, workers: int = 2
                    ) -> Iterator[RangeResult]:
     """match_range over every key range of the staged rows, `workers` ranges at a time (numpy and Arrow release
     the GIL), results in key order; at most workers + 1 ranges in memory."""
     gens = np.asarray(generations, dtype=np.float64)
     ranges = key_ranges([acks, sink], range_rows)
-    if latency_dir is not None:
-        latency_dir.mkdir(parents=True, exist_ok=True)
 
     def job(i: int) -> RangeResult:
-        lo, hi = ranges[i]
-        path = None if latency_dir is None else latency_dir / f"latency-{i:06d}.arrow"
-        return match_range(acks, sink, lo, hi, gens, path, groups)
+        return match_range(acks, sink, *ranges[i], gens, latency, groups)
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         queue = deque(pool.submit(job, i) for i in range(min(len(ranges), workers)))

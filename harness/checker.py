@@ -120,8 +120,9 @@ class IncrementalChecker:
 
     def add_sink(self, sink_dir: Path) -> int:
         """Every batch of the sink's log not added yet (harness.sink.batch_log order)."""
-        return sum(self.add_sink_batch(b, t, files) for b, t, files in batch_log(sink_dir)
-                   if b not in self._sink_batches)
+        new = [(b, t, [_local(f) for f in files]) for b, t, files in batch_log(sink_dir) if b not in self._sink_batches]
+        self._sink_batches.update(b for b, _, _ in new)
+        return self.store.add_sink_batches([(t, files) for _, t, files in new])
 
     def set_placements(self, placements: pd.DataFrame) -> None:
         self.store.set_placements(placements)
@@ -133,7 +134,7 @@ class IncrementalChecker:
         whose ack is not in yet is not counted unacked (the producers flush their history in bulk)."""
         expected = expected or Expectations()
         store = self.store
-        store.advance(expected.generations_ms)
+        store.advance(expected.generations_ms, (measured_from_ms, t0))
         return Reconciliation(**_judge(store, expected, settled_before_ms),
                               latency=store.latency_summary(measured_from_ms, t0))
 

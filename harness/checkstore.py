@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -35,12 +37,13 @@ import pyarrow.parquet as pq
 from harness import checkbulk as bulk
 from harness.checkbulk import Runs
 
-from harness.histsummary import LatencySummary, bucket_index, bucket_index_ms, summarize
+from harness.histsummary import (LatencyCounts, LatencySummary, bucket_index, bucket_index_ms, measured_extent,
+                                 summarize, window_edges)
 
 PRODUCER_BITS = 20
 MAX_SEQ = 1 << 43
 CHUNK_ROWS = 1 << 21  # rows of a staged run (bounded memory while ingesting)
-RANGE_ROWS = 4_000_000  # rows joined or grouped at a time: one key range each, so memory is bounded at any size
+RANGE_ROWS = 2_000_000  # rows joined or grouped at a time: one key range each, so memory is bounded at any size
 MASK = (1 << PRODUCER_BITS) - 1
 
 _SCHEMA = """
@@ -96,25 +99,28 @@ class CheckStore:
         self._range_rows = RANGE_ROWS
         self._workers = threads  # key ranges matched at a time in a bulk pass
         self._no_id = 0  # sink rows without an event id
+        self._failed: list[pa.Table] = []  # failed sends not inserted yet
         self._fresh = True  # no reconcile has left state yet: the next one is a bulk pass
         self._bulk: dict | None = None  # a bulk pass's results, while they are the state (else DuckDB's tables)
 
     # ---------------------------------------------------------------------------------------------- ingestion
     def add_acks(self, batches: Iterable[pa.RecordBatch]) -> int:
         """New history rows (ACK_SCHEMA record batches, or any with producer, seq, partition, offset, intended_ms,
-        ack_ms, error and latency_us or produce_ms), in the order they were written. Returns the rows added."""
+        ack_ms, error and latency_us or produce_ms), in the order they were written. Returns the rows added.
+        A batch at a time (its columns are numpy arrays without a copy), prepared on `threads` threads (numpy
+        releases the GIL) and staged in order."""
         n = 0
-        chunk: list[pa.RecordBatch] = []
-        rows = 0
-        for batch in batches:
-            if batch.num_rows:
-                chunk.append(batch)
-                rows += batch.num_rows
-            if rows >= CHUNK_ROWS:
-                n += self._add_ack_table(pa.Table.from_batches(chunk))
-                chunk, rows = [], 0
-        if chunk:
-            n += self._add_ack_table(pa.Table.from_batches(chunk))
+        with ThreadPoolExecutor(self._workers) as pool:
+            queue: deque = deque()
+            for batch in batches:
+                if batch.num_rows:
+                    queue.append(pool.submit(_prepare_acks, pa.Table.from_batches([batch]), self._arid))
+                    self._arid += batch.num_rows
+                while len(queue) > self._workers or (queue and queue[0].done()):
+                    n += self._stage_acks(*queue.popleft().result())
+            while queue:
+                n += self._stage_acks(*queue.popleft().result())
+        self._insert_failed()
         return n
 
     def add_acks_frame(self, acks: pd.DataFrame) -> int:
@@ -122,85 +128,65 @@ class CheckStore:
                             "produce_ms", "error") if c in acks.columns]
         frame = acks[cols].copy()
         frame["error"] = frame["error"].astype(object).where(frame["error"].notna(), None)
-        return self._add_ack_table(pa.Table.from_pandas(frame, preserve_index=False))
-
-    def _add_ack_table(self, table: pa.Table) -> int:
-        n = table.num_rows
-        if not n:
-            return 0
-        _check_ids(table)
-        arid = np.arange(self._arid, self._arid + n, dtype=np.int64)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        n = self._stage_acks(*_prepare_acks(table, self._arid)) if len(frame) else 0
         self._arid += n
-        ok = pc.fill_null(pc.equal(table["error"], ""), False)
-        acked = pc.sum(ok).as_py() or 0
-        if acked < n:  # failed sends (rare): straight to their table
-            self.con.register("_failed_in", table.filter(pc.invert(ok)))
+        self._insert_failed()
+        return n
+
+    def _stage_acks(self, n: int, acked: int, failed: pa.Table | None, cols: dict | None) -> int:
+        if failed is not None:  # failed sends (rare): to their table, a few statements per add_acks
+            self._failed.append(failed)
+        if cols is not None:
+            self.acks_staged.append(cols)
+        self.produced += n
+        self.acked += acked
+        return n
+
+    def _insert_failed(self) -> None:
+        if self._failed:
+            self.con.register("_failed_in", pa.concat_tables(self._failed, promote_options="permissive"))
             try:
                 self.con.execute("""INSERT INTO failed SELECT producer::INTEGER, intended_ms::DOUBLE, ack_ms::DOUBLE,
                     error <> '' FROM _failed_in""")
             finally:
                 self.con.unregister("_failed_in")
-            table, arid = table.filter(ok), arid[np.asarray(ok)]
-        if acked:
-            def col(name, dtype):
-                return table[name].to_numpy().astype(dtype, copy=False)
-
-            intended, ack = col("intended_ms", np.float64), col("ack_ms", np.float64)
-            # the produce call happened latency_us before the ack
-            produce = (col("produce_ms", np.float64) if "produce_ms" in table.column_names
-                       else ack - col("latency_us", np.float64) / 1000.0)
-            self.acks_staged.append({
-                "key": (col("seq", np.int64) << PRODUCER_BITS) | col("producer", np.int64), "arid": arid,
-                "partition": col("partition", np.int32), "offset": col("offset", np.int64), "intended_ms": intended,
-                "ack_ms": ack, "pub": bucket_index_ms(produce - intended)})
-        self.produced += n
-        self.acked += acked
-        return n
+            self._failed = []
 
     def add_sink_batch(self, batch_id: int, commit_ms: float, files: list[str]) -> int:
         """One committed sink batch (harness.sink.batch_log): its Parquet files, read by pyarrow, staged.
         Returns the rows added. A file lacking a required column is an error."""
-        base, added = self._sink_ord << 40, 0
-        self._sink_ord += 1
-        for fidx, name in enumerate(files):
-            pf = pq.ParquetFile(name)
-            missing = [c for c in ("producer", "seq", "partition", "offset") if c not in pf.schema_arrow.names]
-            if missing:
-                raise ValueError(f"sink file {name} lacks the column(s) {', '.join(missing)}")
-            t = pf.read(columns=["producer", "seq", "partition", "offset"])
-            added += self._stage_sink(t, float(commit_ms), base + (fidx << 28))
-        self.sink_rows += added
+        return self.add_sink_batches([(commit_ms, files)])
+
+    def add_sink_batches(self, batches: list[tuple[float, list[str]]]) -> int:
+        """Committed sink batches (commit time, files) in the sink log's order, their files read on `threads`
+        threads and staged in order."""
+        jobs = []
+        for commit_ms, files in batches:
+            base = self._sink_ord << 40
+            self._sink_ord += 1
+            jobs += [(name, float(commit_ms), base + (fidx << 28)) for fidx, name in enumerate(files)]
+        added = 0
+        with ThreadPoolExecutor(self._workers) as pool:
+            for n, no_id, cols in pool.map(lambda job: _prepare_sink(_read_sink_file(job[0]), *job[1:]), jobs):
+                added += self._stage_sink(n, no_id, cols)
         return added
 
     def add_sink_frame(self, sink: pd.DataFrame) -> int:
         """Sink rows as a frame (producer, seq, partition, offset, commit_ms), in the sink log's order."""
-        n = len(sink)
-        if not n:
+        if not len(sink):
             return 0
         t = pa.table({c: sink[c].to_numpy() for c in ("producer", "seq", "partition", "offset", "commit_ms")})
-        self._stage_sink(t, t["commit_ms"].to_numpy(), self._sink_ord << 40)
+        added = self._stage_sink(*_prepare_sink(t, t["commit_ms"].to_numpy(), self._sink_ord << 40))
         self._sink_ord += 1
-        self.sink_rows += n
-        return n
+        return added
 
-    def _stage_sink(self, t: pa.Table, commit_ms, rid0: int) -> int:
-        n = t.num_rows
-        if not n:
-            return 0
-        if t["producer"].null_count or t["seq"].null_count:  # judged at the reconcile (as unaccountable)
-            ok = pc.and_(pc.is_valid(t["producer"]), pc.is_valid(t["seq"]))
-            self._no_id += n - (pc.sum(ok).as_py() or 0)
-            t = t.filter(ok)
-            if isinstance(commit_ms, np.ndarray):
-                commit_ms = commit_ms[np.asarray(ok)]
-            n = t.num_rows
-        seq, producer = t["seq"].to_numpy().astype(np.int64), t["producer"].to_numpy().astype(np.int64)
-        self.sink_staged.append({"key": (seq << PRODUCER_BITS) | producer,
-                                 "partition": t["partition"].to_numpy(zero_copy_only=False).astype(np.int64),
-                                 "offset": t["offset"].to_numpy(zero_copy_only=False).astype(np.int64),
-                                 "commit_ms": np.broadcast_to(np.asarray(commit_ms, dtype=np.float64), (n,)).copy(),
-                                 "rid": rid0 + np.arange(n, dtype=np.int64)})
-        return n
+    def _stage_sink(self, n: int, no_id: int, cols: dict | None) -> int:
+        self._no_id += no_id  # judged at the reconcile (as unaccountable)
+        if cols is not None:
+            self.sink_staged.append(cols)
+        self.sink_rows += n + no_id
+        return n + no_id
 
     def set_placements(self, placements: pd.DataFrame) -> None:
         """Where the service stored events whose sends reported no position (checker.load_placements): replaced
@@ -216,22 +202,21 @@ class CheckStore:
                 self.con.unregister("_pl")
 
     # ---------------------------------------------------------------------------------------------- matching
-    def advance(self, generations_ms: list[float]) -> None:
+    def advance(self, generations_ms: list[float], latency: tuple[float | None, float | None] | None = None) -> None:
         """Bring the state up to date: first deliveries of the new sink rows, acks matched with deliveries, order
-        state per (producer, partition, generation). The first time, in one bulk pass (harness.checkbulk)."""
+        state per (producer, partition, generation). The first time, in one bulk pass (harness.checkbulk), which
+        also counts the latency summary for `latency` (measured_from_ms, t0) on the way."""
         gens = tuple(sorted(float(g) for g in generations_ms))
         if self._no_id:
             raise ValueError(f"{self._no_id} sink rows without an event id (null producer or seq): not accountable")
         if self._fresh:
             self._generations = gens
             if self.acks_staged.rows or self.sink_staged.rows:
-                self._bulk_pass()
+                self._bulk_pass(latency or (None, None))
             return
         if self._bulk is not None:  # the incremental path from here: its tables get the whole history
             self.con.execute("DELETE FROM pending_acks; DELETE FROM pending_first; DELETE FROM order_groups; "
                              "DELETE FROM unplaced")
-            for f in self._bulk["files"]:
-                f.unlink(missing_ok=True)
             self._bulk = None
         self._unstage()
         if gens != self._generations:
@@ -262,28 +247,41 @@ class CheckStore:
     _ACKS_SELECT = f"""key, arid, (key & {MASK})::INTEGER, key >> {PRODUCER_BITS}, partition, "offset", intended_ms,
         ack_ms, (pub::BIGINT & 2047) << (pub::BIGINT >> 11)"""
 
-    def _bulk_pass(self) -> None:
+    def _bulk_pass(self, latency: tuple[float | None, float | None]) -> None:
         """Everything staged in one pass (harness.checkbulk): the pending tables get what is unmatched, the order
         groups their state; delivered events are counted (misplaced ones too, where the ack named a position) and
-        their latency rows written to files, the staged runs kept (for ack_count and a later replay)."""
-        result = {"files": [], "delivered": 0, "misplaced": 0}
+        their latency counted (for `latency`: measured_from_ms, t0), the staged runs kept (for ack_count and a later
+        replay)."""
+        result = {"delivered": 0, "misplaced": 0}
+        lat_args = self._latency_args(*latency)
+        counts = LatencyCounts(*lat_args)
         order = bulk.OrderState()
         gens = self._generations or ()
+        lone: dict[str, list[dict]] = {"pending_acks": [], "pending_first": [], "unplaced": []}
+
+        def insert_lone(at_least: int) -> None:  # a few statements, not one per range (each costs ~50 ms)
+            for table, parts in lone.items():
+                if parts and sum(len(p["key"]) for p in parts) >= at_least:
+                    self._insert(table, {c: np.concatenate([p[c] for p in parts]) for c in parts[0]},
+                                 self._ACKS_SELECT if table == "pending_acks" else "*")
+                    parts.clear()
+
         for r in bulk.matched_ranges(self.acks_staged, self.sink_staged, gens, self._range_rows,
-                                     self.directory / "latency", workers=self._workers):
-            if len(r.lone_acks["key"]):
-                self._insert("pending_acks", r.lone_acks, self._ACKS_SELECT)
-            if len(r.lone_first["key"]):
-                self._insert("pending_first", r.lone_first)
-            if r.unplaced is not None:
-                self._insert("unplaced", r.unplaced)
+                                     lat_args, workers=self._workers):
+            for table, part in (("pending_acks", r.lone_acks), ("pending_first", r.lone_first),
+                                ("unplaced", r.unplaced)):
+                if part is not None and len(part["key"]):
+                    lone[table].append(part)
+            insert_lone(CHUNK_ROWS)
             result["delivered"] += r.delivered
             result["misplaced"] += r.misplaced
             if r.latency is not None:
-                result["files"].append(r.latency)
+                counts.merge(r.latency)
             order.merge(r.order)
+        insert_lone(1)
         self._fresh = False
         self._bulk = result
+        self._bulk["latency"] = (latency, self._bulk_latency(counts, lat_args))
         groups = order.frame()
         self._insert("order_groups", {c: groups[c].to_numpy() for c in groups.columns})
         if order.dirty:  # groups whose rows came out of key order across ranges: their rows again, sorted whole
@@ -455,17 +453,46 @@ class CheckStore:
         return n + self._count(f"(SELECT {part_sql} AS ap, {off_sql} AS ao, a.s_part, a.s_off FROM {rel} a {placed_sql})",
                                "(ap >= 0 AND ap <> s_part) OR (ao >= 0 AND ao <> s_off)")
 
+    def _latency_args(self, measured_from_ms: float | None, t0: float | None, windows: int = 10) -> tuple:
+        """LatencyCounts' arguments for a bulk pass: the spans' edges from the extent of the acks (a delivered
+        event's intended time is its ack's), checked against the delivered events' at the end."""
+        extent = measured_extent(self.acks_staged.column("intended_ms"), measured_from_ms)
+        return measured_from_ms, t0, windows, window_edges(extent, windows)
+
+    def _bulk_latency(self, counts: LatencyCounts, args: tuple) -> LatencySummary:
+        """The summary from a bulk pass's counts; when the first or last measured ack was not delivered, the spans'
+        edges were not the delivered events' and the events are counted again with theirs."""
+        measured_from_ms, t0, windows, edges = args
+        actual = window_edges(counts.extent, windows)
+        if (edges is None) != (actual is None) or (actual is not None and not np.array_equal(edges, actual)):
+            if actual is None:
+                counts.spans, counts.edges = None, None
+            else:
+                counts = LatencyCounts(measured_from_ms, t0, windows, actual)
+                for r in bulk.matched_ranges(self.acks_staged, self.sink_staged, self._generations or (),
+                                             self._range_rows, (measured_from_ms, t0, windows, actual),
+                                             workers=self._workers):
+                    if r.latency is not None:
+                        counts.merge(r.latency)
+        return counts.summary()
+
     def latency_summary(self, measured_from_ms: float | None = None, t0: float | None = None,
                         windows: int = 10) -> LatencySummary:
-        """harness.histsummary.summarize over the delivered events: a bulk pass's latency files, or the delivered
-        table a chunk at a time."""
+        """harness.histsummary.summarize over the delivered events: counted by the bulk pass (or, asked for
+        another window, by another pass over the staged runs), or the delivered table's a chunk at a time."""
+        if self._bulk is not None:
+            asked, summary = self._bulk["latency"]
+            if asked == (measured_from_ms, t0) and windows == 10:
+                return summary
+            args = self._latency_args(measured_from_ms, t0, windows)
+            counts = LatencyCounts(*args)
+            for r in bulk.matched_ranges(self.acks_staged, self.sink_staged, self._generations or (),
+                                         self._range_rows, args, workers=self._workers):
+                if r.latency is not None:
+                    counts.merge(r.latency)
+            return self._bulk_latency(counts, args)
+
         def chunks():
-            if self._bulk is not None:
-                for path in self._bulk["files"]:
-                    with pa.OSFile(str(path)) as source:
-                        t = ipc.open_file(source).read_all()
-                    yield tuple(t[c].to_numpy() for c in ("intended_ms", "commit_ms", "lat", "pub"))
-                return
             reader = self.con.sql("SELECT intended_ms, commit_ms, lat_b, pub_b FROM delivered").to_arrow_reader(
                 CHUNK_ROWS)
             for batch in reader:
@@ -476,6 +503,8 @@ class CheckStore:
 
     def close(self) -> None:
         try:
+            self.acks_staged.close()
+            self.sink_staged.close()
             self.con.close()
         finally:
             if self._own_dir:
@@ -488,13 +517,85 @@ class CheckStore:
         self.close()
 
 
+def _prepare_acks(table: pa.Table, arid0: int) -> tuple[int, int, pa.Table | None, dict | None]:
+    """History rows as staged acks (checkbulk.ACK_SCHEMA's columns, arid from arid0 in row order) and the failed
+    sends: (rows, acked, failed rows, staged columns)."""
+    n = table.num_rows
+    _check_ids(table)
+    arid = np.arange(arid0, arid0 + n, dtype=np.int64)
+    ok = _acked(table["error"])
+    acked = int(ok.sum())
+    failed = None
+    if acked < n:
+        failed = table.filter(pa.array(~ok)).select(["producer", "intended_ms", "ack_ms", "error"])
+        table, arid = table.filter(pa.array(ok)), arid[ok]
+    if not acked:
+        return n, 0, failed, None
+
+    def col(name, dtype):
+        return table[name].to_numpy().astype(dtype, copy=False)
+
+    intended, ack = col("intended_ms", np.float64), col("ack_ms", np.float64)
+    # the produce call happened latency_us before the ack
+    produce = (col("produce_ms", np.float64) if "produce_ms" in table.column_names
+               else ack - col("latency_us", np.float64) / 1000.0)
+    return n, acked, failed, {
+        "key": (col("seq", np.int64) << PRODUCER_BITS) | col("producer", np.int64), "arid": arid,
+        "partition": col("partition", np.int32), "offset": col("offset", np.int64), "intended_ms": intended,
+        "ack_ms": ack, "pub": bucket_index_ms(produce - intended)}
+
+
+def _read_sink_file(name: str) -> pa.Table:
+    pf = pq.ParquetFile(name)
+    missing = [c for c in ("producer", "seq", "partition", "offset") if c not in pf.schema_arrow.names]
+    if missing:
+        raise ValueError(f"sink file {name} lacks the column(s) {', '.join(missing)}")
+    return pf.read(columns=["producer", "seq", "partition", "offset"], use_threads=False)
+
+
+def _prepare_sink(t: pa.Table, commit_ms, rid0: int) -> tuple[int, int, dict | None]:
+    """Sink rows as staged ones (checkbulk.SINK_SCHEMA's columns, rid from rid0 in row order): (rows with an event
+    id, rows without, staged columns)."""
+    n, no_id = t.num_rows, 0
+    if t["producer"].null_count or t["seq"].null_count:
+        ok = pc.and_(pc.is_valid(t["producer"]), pc.is_valid(t["seq"]))
+        no_id = n - (pc.sum(ok).as_py() or 0)
+        t = t.filter(ok)
+        if isinstance(commit_ms, np.ndarray):
+            commit_ms = commit_ms[np.asarray(ok)]
+        n = t.num_rows
+    if not n:
+        return 0, no_id, None
+    seq, producer = t["seq"].to_numpy().astype(np.int64), t["producer"].to_numpy().astype(np.int64)
+    return n, no_id, {"key": (seq << PRODUCER_BITS) | producer,
+                      "partition": t["partition"].to_numpy(zero_copy_only=False).astype(np.int64),
+                      "offset": t["offset"].to_numpy(zero_copy_only=False).astype(np.int64),
+                      "commit_ms": np.broadcast_to(np.asarray(commit_ms, dtype=np.float64), (n,)).copy(),
+                      "rid": rid0 + np.arange(n, dtype=np.int64)}
+
+
+def _acked(error: pa.ChunkedArray) -> np.ndarray:
+    """error == "" (null: not acked), from the strings' offsets: an empty string is one of no length."""
+    parts = []
+    for chunk in error.chunks:
+        if pa.types.is_large_string(chunk.type) or pa.types.is_string(chunk.type):
+            width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[chunk.offset: chunk.offset + len(chunk) + 1]
+            ok = offsets[1:] == offsets[:-1]
+            if chunk.null_count:
+                ok &= chunk.is_valid().to_numpy(zero_copy_only=False)
+        else:
+            ok = pc.fill_null(pc.equal(chunk, ""), False).to_numpy(zero_copy_only=False)
+        parts.append(ok)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+
 def _check_ids(table: pa.Table) -> None:
     for col, hi in (("producer", 1 << PRODUCER_BITS), ("seq", MAX_SEQ)):
         if table[col].null_count:
             raise ValueError(f"{table[col].null_count} history rows without {col}: not accountable")
-        mm = pc.min_max(table[col])
-        lo_v, hi_v = mm["min"].as_py(), mm["max"].as_py()
-        if lo_v is not None and (lo_v < 0 or hi_v >= hi):
+        values = table[col].to_numpy()
+        lo_v, hi_v = int(values.min()), int(values.max())
+        if lo_v < 0 or hi_v >= hi:
             raise ValueError(f"history {col} outside [0, {hi}): {lo_v}..{hi_v} (the checker packs producer and "
                              f"seq into one key)")
-

@@ -138,6 +138,83 @@ Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # intended_ms, co
 N_BUCKETS = 1 << 16
 
 
+def measured_extent(chunks: Iterable[np.ndarray], measured_from_ms: float | None) -> tuple[int, float, float]:
+    """(count, min, max) of the intended times at or after measured_from_ms (all without one)."""
+    n, lo, hi = 0, np.inf, -np.inf
+    for intended in chunks:
+        m = intended if measured_from_ms is None else intended[intended >= measured_from_ms]
+        if len(m):
+            n, lo, hi = n + len(m), min(lo, float(m.min())), max(hi, float(m.max()))
+    return n, lo, hi
+
+
+def window_edges(extent: tuple[int, float, float], windows: int) -> np.ndarray | None:
+    n, lo, hi = extent
+    return np.linspace(lo, hi, windows + 1) if n >= windows * 10 else None
+
+
+class LatencyCounts:
+    """summarize's counts over some of the events (added a chunk at a time, merged with others': the sums do not
+    depend on how the events were cut), given the spans' edges (window_edges of the measured extent), and the
+    measured extent of the events added, to check the edges against."""
+
+    def __init__(self, measured_from_ms: float | None, t0: float | None, windows: int, edges: np.ndarray | None):
+        self.measured_from_ms, self.t0, self.windows, self.edges = measured_from_ms, t0, windows, edges
+        self.hists = np.zeros((3, N_BUCKETS), dtype=np.int64)  # measured latency, warm-up latency, publish delay
+        self.spans = np.zeros(windows * N_BUCKETS, dtype=np.int64) if edges is not None else None
+        self.seconds: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.visible: list[tuple[np.ndarray, np.ndarray]] = []
+        self.extent = (0, np.inf, -np.inf)
+
+    def add(self, intended: np.ndarray, commit: np.ndarray, lat: np.ndarray, pub: np.ndarray) -> None:
+        measured = (np.ones(len(intended), dtype=bool) if self.measured_from_ms is None
+                    else intended >= self.measured_from_ms)
+        lat = lat.astype(np.int64)
+        self.hists[0] += np.bincount(lat[measured], minlength=N_BUCKETS)
+        self.hists[1] += np.bincount(lat[~measured], minlength=N_BUCKETS)
+        self.hists[2] += np.bincount(pub[measured], minlength=N_BUCKETS)
+        self._extend(measured_extent([intended[measured]], None))
+        if self.spans is not None:
+            w = np.clip(np.searchsorted(self.edges, intended[measured], side="right") - 1, 0, self.windows - 1)
+            self.spans += np.bincount(w * N_BUCKETS + lat[measured], minlength=self.windows * N_BUCKETS)
+        if self.t0 is not None:
+            self.seconds.append(_count_pairs(np.floor(intended / 1000.0 - self.t0).astype(np.int64), lat))
+            v, _, c = _count_pairs(np.floor((intended + (commit - intended)) / 1000.0 - self.t0).astype(np.int64),
+                                   np.zeros(len(intended), dtype=np.int64), width=1)
+            self.visible.append((v, c))
+            if len(self.seconds) > 64:  # bounded: as many rows as seconds times buckets seen
+                self.seconds, self.visible = [_merge_pairs(self.seconds)], [_merge_counts(self.visible)]
+
+    def _extend(self, extent: tuple[int, float, float]) -> None:
+        n, lo, hi = self.extent
+        self.extent = (n + extent[0], min(lo, extent[1]), max(hi, extent[2]))
+
+    def merge(self, other: LatencyCounts) -> None:
+        self.hists += other.hists
+        if self.spans is not None:
+            self.spans += other.spans
+        self.seconds += other.seconds
+        self.visible += other.visible
+        self._extend(other.extent)
+        if len(self.seconds) > 64:  # bounded: as many rows as seconds times buckets seen
+            self.seconds, self.visible = [_merge_pairs(self.seconds)], [_merge_counts(self.visible)]
+
+    def summary(self) -> LatencySummary:
+        hists = self.hists
+        out = LatencySummary(latency=_from_counts(hists[0]), publish_delay=_from_counts(hists[2]))
+        if self.measured_from_ms is not None:
+            out.warmup_latency = _from_counts(hists[1])
+            out.warmup_delivered = out.warmup_latency.total
+        if self.spans is not None and self.extent[0] >= self.windows * 10:
+            w, b = np.divmod(np.flatnonzero(self.spans), N_BUCKETS)
+            out.windows = windows_from(self.edges, w, bucket_value(b), self.spans[self.spans > 0])
+        if self.t0 is not None:
+            ps, pb, pn = _merge_pairs(self.seconds)
+            vs, vn = _merge_counts(self.visible)
+            out.per_second = {"s": ps, "bucket_us": bucket_value(pb), "n": pn, "visible_s": vs, "visible_n": vn}
+        return out
+
+
 def summarize(chunks: Callable[[], Iterable[Chunk]], measured_from_ms: float | None = None, t0: float | None = None,
               windows: int = 10) -> LatencySummary:
     """The delivered events' latency (sink commit - intended) and publish delay (produce call - intended): the
@@ -147,44 +224,11 @@ def summarize(chunks: Callable[[], Iterable[Chunk]], measured_from_ms: float | N
     commit time (reports.series). `chunks()` gives the events a chunk at a time (bucket indexes: bucket_index);
     it is called twice, as the spans need the measured window's extent first. Bounded memory at any size: every
     figure is a count per bucket (bincounts), per second only as many rows as seconds times buckets seen."""
-    n, lo, hi = 0, np.inf, -np.inf
-    for intended, _, _, _ in chunks():
-        m = intended if measured_from_ms is None else intended[intended >= measured_from_ms]
-        if len(m):
-            n, lo, hi = n + len(m), min(lo, float(m.min())), max(hi, float(m.max()))
-    split = n >= windows * 10
-    edges = np.linspace(lo, hi, windows + 1) if split else np.zeros(0)
-    hists = np.zeros((3, N_BUCKETS), dtype=np.int64)  # measured latency, warm-up latency, measured publish delay
-    spans = np.zeros(windows * N_BUCKETS, dtype=np.int64)
-    seconds: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    visible: list[tuple[np.ndarray, np.ndarray]] = []
-    for intended, commit, lat, pub in chunks():
-        measured = np.ones(len(intended), dtype=bool) if measured_from_ms is None else intended >= measured_from_ms
-        lat = lat.astype(np.int64)
-        hists[0] += np.bincount(lat[measured], minlength=N_BUCKETS)
-        hists[1] += np.bincount(lat[~measured], minlength=N_BUCKETS)
-        hists[2] += np.bincount(pub[measured], minlength=N_BUCKETS)
-        if split:
-            w = np.clip(np.searchsorted(edges, intended[measured], side="right") - 1, 0, windows - 1)
-            spans += np.bincount(w * N_BUCKETS + lat[measured], minlength=windows * N_BUCKETS)
-        if t0 is not None:
-            s = np.floor(intended / 1000.0 - t0).astype(np.int64)
-            seconds.append(_count_pairs(s, lat))
-            v, c = np.unique(np.floor((intended + (commit - intended)) / 1000.0 - t0).astype(np.int64),
-                             return_counts=True)
-            visible.append((v, c))
-    out = LatencySummary(latency=_from_counts(hists[0]), publish_delay=_from_counts(hists[2]))
-    if measured_from_ms is not None:
-        out.warmup_latency = _from_counts(hists[1])
-        out.warmup_delivered = out.warmup_latency.total
-    if split:
-        w, b = np.divmod(np.flatnonzero(spans), N_BUCKETS)
-        out.windows = windows_from(edges, w, bucket_value(b), spans[spans > 0])
-    if t0 is not None:
-        ps, pb, pn = _merge_pairs(seconds)
-        vs, vn = _merge_counts(visible)
-        out.per_second = {"s": ps, "bucket_us": bucket_value(pb), "n": pn, "visible_s": vs, "visible_n": vn}
-    return out
+    edges = window_edges(measured_extent((c[0] for c in chunks()), measured_from_ms), windows)
+    counts = LatencyCounts(measured_from_ms, t0, windows, edges)
+    for chunk in chunks():
+        counts.add(*chunk)
+    return counts.summary()
 
 
 def _from_counts(counts: np.ndarray) -> Hist:
@@ -192,18 +236,21 @@ def _from_counts(counts: np.ndarray) -> Hist:
     return Hist(bucket_value(idx), counts[idx])
 
 
-def _count_pairs(group: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Events per (group, bucket index), sorted by both: a bincount when the groups span few values (seconds of a
-    chunk), else a sort."""
+def _count_pairs(group: np.ndarray, index: np.ndarray, width: int = N_BUCKETS
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Events per (group, index below width), sorted by both: a bincount when the groups span few values (the
+    seconds of a chunk), else a sort."""
     if not len(group):
         return (np.zeros(0, dtype=np.int64),) * 3
     g0, g1 = int(group.min()), int(group.max())
-    if (g1 - g0 + 1) * N_BUCKETS <= max(4 * len(group), 1 << 22):
-        counts = np.bincount((group - g0) * N_BUCKETS + index, minlength=(g1 - g0 + 1) * N_BUCKETS)
+    code = (group - g0) * width + index
+    if (g1 - g0 + 1) * width <= max(4 * len(group), 1 << 22):
+        counts = np.bincount(code, minlength=(g1 - g0 + 1) * width)
         code = np.flatnonzero(counts)
-        return code // N_BUCKETS + g0, code % N_BUCKETS, counts[code]
-    code, counts = np.unique((group - g0) * N_BUCKETS + index, return_counts=True)
-    return code // N_BUCKETS + g0, code % N_BUCKETS, counts
+        counts = counts[code]
+    else:
+        code, counts = np.unique(code, return_counts=True)
+    return code // width + g0, code % width, counts
 
 
 def _merge_pairs(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:

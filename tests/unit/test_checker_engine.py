@@ -369,3 +369,28 @@ def test_a_bulk_pass_counts_order_within_and_across_its_ranges(monkeypatch, chun
         checker.store.add_sink_frame(s.iloc[:16])
         checker.store.add_sink_frame(s.iloc[16:])
         assert_same(checker.reconcile(), want)
+
+
+def test_latency_spans_when_the_first_and_last_acked_events_were_never_delivered():
+    """A bulk pass counts the latency spans on the acks' extent of intended time; the first and the last acked
+    events lost, the delivered events' extent is narrower and the spans are counted again on it: the same spans
+    as the reference's events give."""
+    n = 400
+    intended = 1_700_000_000_000.0 + np.arange(n) * 37.5
+    latency = 100.0 + (np.arange(n) * 7919 % 1000)
+    a = pd.DataFrame({"producer": 0, "seq": np.arange(n), "partition": 0, "offset": np.arange(n),
+                      "intended_ms": intended, "produce_ms": intended + 1.0, "ack_ms": intended + 2.0,
+                      "error": ""}).astype({"error": "string"})
+    shown = np.arange(1, n - 1)
+    s = pd.DataFrame({"producer": 0, "seq": shown, "partition": 0, "offset": shown, "intended_ms": intended[shown],
+                      "commit_ms": intended[shown] + latency[shown]})
+    want = ref.reconcile(a, s)
+    rec = reconcile(a, s, t0=1_700_000_000.0)
+    old = latency_windows(want.latency_ms, want.delivered_intended_ms)
+    assert old[0]["from_ms"] == intended[1]  # the delivered events' extent, not the acks'
+    assert [(w["from_ms"], w["n"]) for w in rec.latency.windows] == [(w["from_ms"], w["n"]) for w in old]
+    edges = [w["from_ms"] for w in old] + [float(intended[n - 2]) + 1]
+    for w, lo, hi in zip(rec.latency.windows, edges, edges[1:]):
+        inside = (want.delivered_intended_ms >= lo) & (want.delivered_intended_ms < hi)
+        p = ref.percentiles_ms(want.latency_ms[inside])
+        assert (w["p50"], w["p90"], w["p99"], w["max"]) == (p["p50"], p["p90"], p["p99"], p["max"])
