@@ -142,10 +142,11 @@ def ack_files(producer_dir: Path) -> list[Path]:
     return sorted(producer_dir.glob(ACK_GLOB)) + sorted(producer_dir.glob(LEGACY_GLOB))
 
 
-def _stream_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    """Every complete batch of one IPC stream file; a torn tail (a killed writer) ends the file quietly."""
+def _stream_batches(path: Path, mapped: bool = True) -> Iterator[pa.RecordBatch]:
+    """Every complete batch of one IPC stream file; a torn tail (a killed writer) ends the file quietly. Mapped:
+    batches skipped cost nothing, but every page read stays in the process's RSS until the file is done."""
     try:
-        source = pa.memory_map(str(path), "r")
+        source = pa.memory_map(str(path), "r") if mapped else pa.OSFile(str(path), "r")
         reader = ipc.open_stream(source)
     except (pa.ArrowInvalid, OSError):
         return  # empty or torn before the schema: no complete batch
@@ -170,16 +171,17 @@ def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
     yield from table.select(ACK_COLUMNS).cast(ACK_SCHEMA).to_batches()
 
 
-def file_batches(path: Path) -> Iterator[pa.RecordBatch]:
+def file_batches(path: Path, mapped: bool = True) -> Iterator[pa.RecordBatch]:
     """One history file's complete batches, whichever its format (a file still being appended to reads up to its
     last complete batch)."""
-    return _stream_batches(path) if path.suffix == ".arrows" else _csv_batches(path)
+    return _stream_batches(path, mapped) if path.suffix == ".arrows" else _csv_batches(path)
 
 
 def ack_batches(producer_dir: Path) -> Iterator[pa.RecordBatch]:
-    """The whole history as record batches with ACK_SCHEMA, file by file (bounded memory)."""
+    """The whole history as record batches with ACK_SCHEMA, file by file (bounded memory: read, not mapped, so a
+    file of a long run's history never sits in RSS whole)."""
     for path in ack_files(producer_dir):
-        yield from file_batches(path)
+        yield from file_batches(path, mapped=False)
 
 
 def load_acks(producer_dir: Path) -> pd.DataFrame:
