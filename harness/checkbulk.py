@@ -222,14 +222,19 @@ def order_stats(d: Columns) -> list[tuple[Group, int, tuple[int, int], int, list
     (offset, ack order), head seq, tail [0, offset, ack order, seq]). Rows come in run order, which within a
     group is (offset, ack order) order in the usual case (checked, else sorted)."""
     n = len(d["key"])
-    producer, part, gen = d["producer"].astype(np.int64), d["s_part"], d["gen"].astype(np.int64)
-    if part.min() >= 0 and part.max() < (1 << 35) and gen.max() < (1 << 8):
-        packed = producer | (gen << 20) | (part << 28)
-    else:  # unusual partition numbers: their dense rank instead
-        packed = producer | (gen << 20) | (np.unique(part, return_inverse=True)[1].astype(np.int64) << 28)
-    g = pd.factorize(packed, sort=False)[0]
-    ng = int(g.max()) + 1
-    order = np.argsort(g.astype(np.int16 if ng < (1 << 15) else np.int64), kind="stable")  # radix: O(n)
+    producer, part, gen = d["producer"], d["s_part"], d["gen"]
+    spans = [(int(c.min()), int(c.max())) for c in (producer, part, gen)]
+    widths = [hi - lo + 1 for lo, hi in spans]
+    if widths[0] * widths[1] * widths[2] < (1 << 15):  # the usual few producers and partitions: arithmetic
+        g = ((producer - spans[0][0]).astype(np.int16) * widths[1] + (part - spans[1][0]).astype(np.int16)
+             ) * widths[2] + (gen - spans[2][0]).astype(np.int16)
+        ng = widths[0] * widths[1] * widths[2]
+    else:
+        packed = producer.astype(np.int64) | (gen.astype(np.int64) << 20)
+        packed = packed | (np.unique(part, return_inverse=True)[1].astype(np.int64) << 28)
+        g = pd.factorize(packed, sort=False)[0]
+        ng = int(g.max()) + 1
+    order = np.argsort(g.astype(np.int16) if ng < (1 << 15) else g, kind="stable")  # 16 bits: a radix sort
     go, off, arid = g[order], d["s_off"][order], d["arid"][order]
     same = go[1:] == go[:-1]
     ordered = (off[1:] > off[:-1]) | ((off[1:] == off[:-1]) & (arid[1:] > arid[:-1]))
@@ -242,7 +247,7 @@ def order_stats(d: Columns) -> list[tuple[Group, int, tuple[int, int], int, list
     starts = np.flatnonzero(np.r_[True, ~same])
     ends = np.r_[starts[1:] - 1, n - 1]
     rows = order[starts]
-    ids = zip(producer[rows].tolist(), part[rows].tolist(), gen[rows].tolist())
+    ids = zip(producer[rows].astype(np.int64).tolist(), part[rows].tolist(), gen[rows].astype(np.int64).tolist())
     return [(key, int(violations[gid]), (int(off[h]), int(arid[h])), int(seq[h]),
              [0, int(off[t]), int(arid[t]), int(seq[t])])
             for gid, h, t, key in zip(go[starts].tolist(), starts.tolist(), ends.tolist(), ids)]

@@ -128,7 +128,8 @@ def _sink_batch(sink: Path, batch_id: int, lo: int, hi: int, rng) -> float:
 
 # --------------------------------------------------------------------------------------------- the engines
 def check_new(directory: str) -> dict:
-    """The DuckDB engine as a run uses it: history and sink files in, verdict and latency summary out."""
+    """The checker as a run uses it (harness.checker.IncrementalChecker): history and sink files in, verdict and
+    latency summary out."""
     from harness.checker import IncrementalChecker
     from harness.history import ack_batches
 
