@@ -1,20 +1,21 @@
-"""The checker's bulk pass: a store's first reconcile, over all the history added so far, in numpy a key range at
-a time (harness.checkstore keeps the incremental state between reconciles in DuckDB).
+"""The checker's bulk pass: a store's first reconcile (a run's verdict: its only one), over all the history added
+so far, in numpy a key range at a time (harness.checkstore keeps the incremental state of later reconciles in
+DuckDB).
 
-Moving every event through DuckDB's tables (insert, join, delete, window) costs a few microseconds an event; a
-merge of sorted numpy arrays costs a fraction of one. So new history is *staged* here, not inserted: ack rows and
-sink rows go to sorted runs (`Runs`: Arrow IPC files of up to CHUNK_ROWS rows each, sorted by key, a key sample
-kept in memory), and the first reconcile does the whole work in one pass over key ranges of about RANGE_ROWS rows
-(`bulk_pass`). Each range is read from every run by binary search on its key column (memory-mapped, copied out,
-unmapped again), so memory is bounded by the range, not the history:
+Moving every event through DuckDB's tables (insert, join, delete, window) costs several microseconds an event; a
+binary search in sorted numpy arrays a fraction of one. So new history is *staged* here, not inserted: ack rows and
+sink rows go to sorted runs (`Runs`: Arrow IPC files of up to CHUNK_ROWS rows each, sorted by key, written in the
+background, a key sample kept in memory), and the first reconcile does the whole work in one pass over key ranges
+of about RANGE_ROWS rows (`matched_ranges`, two ranges at a time on two threads: numpy and Arrow release the GIL).
+Each range is read from every run by binary search on its key column (memory-mapped, copied out, unmapped again),
+so memory is bounded by the range, not the history:
 - the first delivery per key: earliest commit, then the sink log's order (only keys seen twice need the sort);
-- acks meet first deliveries in a merge of sorted keys; matched rows are written to an IPC file per range, which
-  DuckDB reads as `delivered_bulk` (the store copies them into its table only if a later reconcile needs to
-  change them); unmatched acks and first deliveries go to the store's pending tables;
+- each ack looks its first delivery up by binary search; what stays unmatched goes to the store's pending tables,
+  delivered events are counted (misplaced ones too) and their latency counted into histsummary.LatencyCounts;
 - the order state per (producer, partition, generation): a range's rows grouped by a radix sort of their group
-  id keep their key order, which is (offset, ack order) order in the usual case (checked; a full sort
-  otherwise), so violations are one comparison of neighbours; a group whose rows in a later range start
-  before its tail (offsets not growing with the key) is re-sorted whole by DuckDB at the end.
+  id keep their run order, which is (offset, ack order) order in the usual case (checked; a full sort otherwise),
+  so violations are one comparison of neighbours; a group whose rows in a later range start before its tail
+  (offsets not growing with the key) is re-sorted whole by DuckDB at the end, from a second pass over its rows.
 The rules are harness.checker's; the property tests hold this pass and the incremental one to the reference.
 """
 from __future__ import annotations

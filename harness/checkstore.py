@@ -3,9 +3,10 @@ bounded memory (DuckDB's memory_limit plus one key range of numpy arrays), so ho
 
 New history is staged on disk in sorted runs (harness.checkbulk), not inserted anywhere. A store's first reconcile
 (a run's verdict: the only one) is one bulk pass over them in numpy, a key range at a time: first deliveries,
-matches, the order state, the latency rows; what stays unmatched goes to DuckDB's *pending* tables. Later
+matches, the order state, the latency counts; what stays unmatched goes to DuckDB's *pending* tables. Later
 reconciles (a soak's, every ~30 s) work incrementally in DuckDB: the first of them replays the staged history
-through the incremental path (so its tables hold everything), after which each ack and each first delivery waits
+through the incremental path (so its tables hold everything: a one-off cost the size of the history so far, at
+DuckDB's few microseconds an event), after which each ack and each first delivery waits
 in a pending table until its other half arrives, then both move to `delivered` (one row per event delivered); each
 reconcile joins only what is pending and what arrived since the last one. What stays whole-history is cheap:
 column scans of `delivered` (misplaced rows, the latency histograms, in numpy: harness.histsummary.summarize) and
@@ -74,9 +75,9 @@ def bucket_sql(ms_expr: str) -> str:
 
 class CheckStore:
     """The incremental checker's state in one DuckDB database file under `directory` (or, without one, in
-    memory, spilling to a temporary directory removed by close()). add_acks / add_sink_batch / add_sink_frame
-    queue new history; reconcile() (harness.checker) brings
-    the state up to date and judges it."""
+    memory, spilling to a temporary directory removed by close()), and the history staged since the last
+    reconcile under `directory`/stage. add_acks / add_sink_batches / add_sink_frame stage new history; reconcile()
+    (harness.checker) brings the state up to date (advance) and judges it."""
 
     def __init__(self, directory: Path | None = None, memory_limit: str = "1GB", threads: int = 2):
         self._own_dir = directory is None
