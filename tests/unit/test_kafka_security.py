@@ -5,7 +5,6 @@ JAAS syntax), never produced by the functions under test.
 """
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -21,9 +20,12 @@ PLAIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl
          "sasl.password": "s3cret"}
 
 
-def harness(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=60,
-                          env=env)
+def harness(capsys, *args):
+    """The CLI in this process (its exit code and stderr are the contract; a subprocess costs seconds each)."""
+    from harness.cli import main
+
+    code = main(list(args))
+    return subprocess.CompletedProcess(args, code, *capsys.readouterr())
 
 
 # -- checking ----------------------------------------------------------------------------------------------------
@@ -123,15 +125,15 @@ def test_embedded_sasl_fills_protocol_mechanism_and_password_from_users():
 
 
 # -- validation through the CLI (exit 2, the field named) ------------------------------------------------------------
-def test_sasl_with_an_unknown_user_exits_2():
-    proc = harness("validate", "sasl", "--set", "backend.client.sasl.username=bob")
+def test_sasl_with_an_unknown_user_exits_2(capsys):
+    proc = harness(capsys, "validate", "sasl", "--set", "backend.client.sasl.username=bob")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().endswith(
         "backend.kafka: sasl needs backend.client.\"sasl.username\" = one of users (admin, app); got 'bob'")
 
 
-def test_a_misspelt_client_setting_exits_2():
-    proc = harness("validate", "sasl", "--set", "backend.client.sasl.pasword=x")
+def test_a_misspelt_client_setting_exits_2(capsys):
+    proc = harness(capsys, "validate", "sasl", "--set", "backend.client.sasl.pasword=x")
     assert proc.returncode == 2
     assert "backend.kafka: client: 'sasl.pasword' is not a client security setting" in proc.stderr
 
@@ -166,9 +168,10 @@ def test_security_settings_that_cannot_work_exit_2(tmp_path, backend, message):
      "faults.0 (network): needs backend.kind = 'kafka' with mode = 'embedded' (the proxied listener is added to "
      "its brokers)"),
 ])
-def test_faults_that_need_the_embedded_cluster_are_refused_for_external_through_the_cli(tmp_path, fault, message):
+def test_faults_that_need_the_embedded_cluster_are_refused_for_external_through_the_cli(tmp_path, capsys, fault,
+                                                                                       message):
     path = _scenario(tmp_path, 'mode = "external"\nbootstrap_servers = "h:9092"', f"[[faults]]\n{fault}\n")
-    proc = harness("run", path)
+    proc = harness(capsys, "run", path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == f"error: {path}: {message}"
 
