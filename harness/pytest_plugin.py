@@ -211,13 +211,13 @@ class HarnessRunner:
                                       stop_signal=signal.SIGINT)
         try:
             code = child.proc.wait(timeout)
-        except KeyboardInterrupt:  # the runner stops its processes and writes what it has, then pytest stops
-            self.supervisor.stop(child, timeout=INTERRUPT_GRACE_S)
-            raise
         except subprocess.TimeoutExpired:
             self.supervisor.stop(child, timeout=INTERRUPT_GRACE_S)
             pytest.fail(f"harness run {arg} did not finish within {timeout:.0f}s (stopped; partial results in "
                         f"{out}, log {log})\n{_tail(log)}", pytrace=False)
+        except BaseException:  # Ctrl-C, pytest-timeout: the runner gets SIGINT, stops its processes and writes
+            self.supervisor.stop(child, timeout=INTERRUPT_GRACE_S)  # what it has; then the interrupt goes on
+            raise
         self.supervisor.stop(child)  # reaps it and closes its log
         if code == 2:
             errors = [line[len("error: "):] for line in _lines(log) if line.startswith("error: ")]
