@@ -5,7 +5,8 @@ window count (harness.queries.windowed_count, or a user's query with the same ou
 emitted must hold exactly the number of acked events whose intended time falls in it, no window may be emitted
 twice, and every window the final watermark closed must have been emitted. Windows still open at the final
 watermark are not judged unless emitted (append mode cannot have emitted them); their events are counted and
-shown. A user's oracle is `package.module:function(acks, sink, params) -> {"ok": bool, "detail": str, ...}`.
+shown. A user's oracle is `package.module:function(acks, sink, params) -> {"ok": bool, "detail": str, ...}`,
+or `function(acks, sink, params, run)` to get the run's facts too (RunFacts: its final watermark, its progress).
 
 Window arithmetic is integer milliseconds: an event's instant is its intended time truncated to the millisecond
 (what `event_time` holds, harness.spark.events) and its window starts at that instant minus its remainder modulo
@@ -15,7 +16,9 @@ window on both sides.
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -116,12 +119,37 @@ def window_counts(acks: pd.DataFrame, sink: pd.DataFrame, window_ms: float, wate
             "wrong_examples": {str(w): {"got": g, "expected": e} for w, (g, e) in list(wrong.items())[:10]}}
 
 
-def run_oracle(oracle: str, acks: pd.DataFrame, run_dir: Path, params: dict) -> dict:
-    sink = read_sink(run_dir / "sink", columns=None)
+@dataclass(frozen=True)
+class RunFacts:
+    """What a user's oracle with a fourth parameter gets besides the history and the output: the run directory,
+    every StreamingQueryProgress record (progress.jsonl) and the final event-time watermark (epoch ms, 0 before
+    any), the one the query's last batch evicted state with."""
+    run_dir: Path
+    progress: list
+    final_watermark_ms: int
+
+
+def _wants_run(function) -> bool:
+    try:
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) >= 4
+
+
+def run_oracle(oracle: str, acks: pd.DataFrame, run_dir: Path, params: dict, sink: pd.DataFrame | None = None) -> dict:
+    """The oracle's verdict on the run's output: `sink` when given (what a query that owns its sink read back),
+    else every row of the Parquet sink."""
+    if sink is None:
+        sink = read_sink(run_dir / "sink", columns=None)
+    progress = read_jsonl(run_dir / "progress.jsonl")
     if oracle == "window_counts":
         window = interval_ms(params.get("window", WINDOW_DEFAULT))
         if window != int(window) or window < 1:
             raise ValueError(f"query_params.window = {params.get('window')!r}: not a whole number of milliseconds")
-        return window_counts(acks, sink, window, final_watermark_ms(read_jsonl(run_dir / "progress.jsonl")))
+        return window_counts(acks, sink, window, final_watermark_ms(progress))
     module, _, attr = oracle.partition(":")
-    return dict(getattr(importlib.import_module(module), attr)(acks, sink, params))
+    function = getattr(importlib.import_module(module), attr)
+    if _wants_run(function):
+        return dict(function(acks, sink, params, RunFacts(run_dir, progress, final_watermark_ms(progress))))
+    return dict(function(acks, sink, params))

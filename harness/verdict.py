@@ -119,7 +119,11 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
         with _reading("reading the producers' history (producers/acks-*.arrows, or acks-*.csv of older runs)"):
             checker.add_acks(ack_batches(run_dir / "producers"))
             checker.set_placements(load_placements(run_dir / "placements"))
-        if query_def.oracle == "events":
+        own_sink = None
+        if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
+            with _reading("reading the query's own sink (its read_sink)"):
+                own_sink = _read_own_sink(query_def, run_dir, scenario, checker)
+        elif query_def.oracle == "events":
             with _reading("reading the sink (the files its _spark_metadata log lists)"):
                 checker.add_sink(run_dir / "sink")
         with _reading("reconciling the history with the sink"):
@@ -157,7 +161,7 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
         checks = [c for c in checks if c.name not in EVENT_RULES - {"drained"}]
         with _reading("reading the producers' history for the query's oracle"):
             acks = apply_placements(load_acks(run_dir / "producers"), load_placements(run_dir / "placements"))
-        checks += _oracle_checks(query_def, acks, run_dir, scenario, result)
+        checks += _oracle_checks(query_def, acks, run_dir, scenario, result, own_sink)
     if state.get("error") and not failed_as_expected:
         checks.insert(0, Check("completed", False, state["error"]))
     if fleet:
@@ -305,10 +309,33 @@ def _partitions_read(progress: dict) -> int:
     return n
 
 
-def _oracle_checks(query_def, acks: pd.DataFrame, run_dir: Path, scenario: Scenario, result: RunResult) -> list[Check]:
+OWN_SINK_EVENT_COLUMNS = ("producer", "seq", "partition", "offset", "commit_ms")
+
+
+def _read_own_sink(query_def, run_dir: Path, scenario: Scenario, checker: IncrementalChecker) -> pd.DataFrame:
+    """What a foreachBatch query's own reader returns; with the event columns and a commit time per row the
+    checker takes its rows (in commit order) and measures latency from them, as from the Parquet sink's log."""
+    frame = query_def.read_sink(run_dir / "sink", dict(scenario.spark.query_params))
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{scenario.spark.query}.read_sink returned {type(frame).__name__}, not a pandas DataFrame")
+    if all(c in frame.columns for c in OWN_SINK_EVENT_COLUMNS):
+        checker.store.add_sink_frame(frame.sort_values("commit_ms", kind="stable"))
+    elif query_def.oracle == "events":
+        raise ValueError(f"the events oracle needs the columns {', '.join(OWN_SINK_EVENT_COLUMNS)} from "
+                         f"read_sink (it returned {list(frame.columns)})")
+    return frame
+
+
+def _oracle_checks(query_def, acks: pd.DataFrame, run_dir: Path, scenario: Scenario, result: RunResult,
+                   own_sink: pd.DataFrame | None = None) -> list[Check]:
     from harness.oracles import run_oracle
 
-    outcome = run_oracle(query_def.oracle, acks[acks["error"] == ""], run_dir, dict(scenario.spark.query_params))
+    outcome = run_oracle(query_def.oracle, acks[acks["error"] == ""], run_dir, dict(scenario.spark.query_params),
+                         sink=own_sink)
+    if own_sink is not None:
+        outcome.setdefault("latency", "measured: each row's commit_ms from the query's own sink" if all(
+            c in own_sink.columns for c in OWN_SINK_EVENT_COLUMNS) else
+            f"not measured: read_sink gave no {', '.join(OWN_SINK_EVENT_COLUMNS)} per row")
     result.oracle = outcome
     return [Check(f"oracle_{query_def.oracle.split(':')[-1]}", bool(outcome.get("ok")), str(outcome.get("detail")))]
 

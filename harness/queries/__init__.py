@@ -20,6 +20,19 @@ The contract
 - Sink and output mode: the Parquet file sink in `append` mode (the one built-in sink that is exactly-once
   across restarts: it skips a batch id already in its own log). Stateful queries therefore need a watermark,
   and an aggregation writes each group once, when the watermark passes it.
+- A query that owns its sink (`foreachBatch`: a table, a database, a service) declares two more attributes:
+  `function.foreach_batch = write(batch_df, batch_id, sink_dir, params)`, called by Spark on the driver for
+  every micro-batch, and `function.read_sink = read(sink_dir, params) -> pandas.DataFrame`, called after the run.
+  `sink_dir` is the run's `sink/` directory (created empty before the query starts): the writer keeps its table
+  there (a SQLite file, files of its own). The harness still owns everything else: the checkpoint (Spark's
+  offset and commit logs in `checkpoint/`), the trigger, the query name, the output mode, the progress listener
+  and the drain, the faults (driver kills re-run the batch in flight with the same batch id and the same rows).
+  foreachBatch is at-least-once: a batch whose write finished before a kill and whose commit did not is handed
+  to the writer again, so exactly-once is the writer's to provide (by batch id, or by a naturally idempotent
+  write). `read` returns what downstream sees in the table, one row per row, with `batch_id`; with `producer`,
+  `seq`, `partition`, `offset` and `commit_ms` (epoch ms at which the row's write committed) the checker
+  measures end-to-end latency from it, as from the Parquet sink's log (without them latency is not measured:
+  result.json's `oracle.latency` says so and the latency figures are 0). Its oracle gets that frame as `sink`.
 - What the output must hold depends on its *oracle*, which the checker uses to judge it:
   - `events` (default): one row per input event, keeping at least `producer`, `seq`, `intended_ms`,
     `partition`, `offset`; `broker_ms`, `bytes`, `batch_ms` are used when present. Every acked event must
@@ -30,8 +43,11 @@ The contract
     falls in [start, end), no window may be emitted twice, and every window whose end the final watermark
     (the last one the query reported) reached must have been emitted. `windowed_count`.
   - `"package.module:function"`: a user's own, called after the run as `oracle(acks, sink, params)` with pandas
-    frames (acked events from the producers' ack logs; every sink row with its `batch_id` and `commit_ms`) and
-    returning `{"ok": bool, "detail": str, ...}`; everything it returns is kept in result.json's `oracle`.
+    frames (acked events from the producers' ack logs; every sink row with its `batch_id` and `commit_ms`, or
+    what `read_sink` returned) and returning `{"ok": bool, "detail": str, ...}`; everything it returns is kept
+    in result.json's `oracle`. An oracle with a fourth parameter, `oracle(acks, sink, params, run)`, also gets
+    `run` (harness.oracles.RunFacts: the run directory, every progress record, the final event-time watermark),
+    for outputs that depend on how far the watermark got (an outer join's unmatched rows, a window's end).
   A function declares its oracle with an attribute, `function.oracle = "window_counts"` (default "events").
   With an oracle other than `events`, the checker's per-event rules (loss, duplicates, offsets, order) do not
   apply to the output; the oracle's verdict does.
@@ -64,6 +80,16 @@ class QueryDef:
         """None, or why `params` do not suit this query (the function's own `check`, when it has one)."""
         check = getattr(self.function, "check", None)
         return check(dict(params)) if callable(check) else None
+
+    @property
+    def foreach_batch(self) -> Callable[..., Any] | None:
+        """The writer of a query that owns its sink (`write(batch_df, batch_id, sink_dir, params)`), else None."""
+        return getattr(self.function, "foreach_batch", None)
+
+    @property
+    def read_sink(self) -> Callable[..., Any] | None:
+        """How the harness reads an own sink after the run (`read(sink_dir, params) -> DataFrame`), else None."""
+        return getattr(self.function, "read_sink", None)
 
 
 def importable(directory: Path | str) -> str:
@@ -98,4 +124,8 @@ def resolve(name: str) -> QueryDef:
     if ":" in oracle and oracle not in ORACLES:
         if not callable(_import(oracle)):  # a user's oracle that cannot be imported is refused now, not later
             raise QueryError(f"{target}.oracle = {oracle!r} is not a function")
+    own = [a for a in ("foreach_batch", "read_sink") if getattr(function, a, None) is not None]
+    if own and (len(own) == 1 or not all(callable(getattr(function, a)) for a in own)):
+        raise QueryError(f"{target}: a query that owns its sink needs both foreach_batch and read_sink as "
+                         f"functions (it has {', '.join(f'{a} = {getattr(function, a)!r}' for a in own)})")
     return QueryDef(name, function, oracle)

@@ -300,9 +300,14 @@ def _start(spark, job: dict):
         spark.dataSource.register(load(path))
     options = expand_all(job["options"])  # secrets travel as ${VAR} references (harness.backends.kafka.security)
     df = spark.readStream.format(job["format"]).options(**options).load()
-    out = resolve(job["query"]).function(load(job["normalise"])(df), dict(job.get("query_params") or {}))
-    writer = (out.writeStream.format(job["sink"]).outputMode(job["output_mode"]).queryName(job["query_name"])
-              .option("checkpointLocation", job["checkpoint"]).option("path", job["sink_path"]))
+    query_def, params = resolve(job["query"]), dict(job.get("query_params") or {})
+    out = query_def.function(load(job["normalise"])(df), params)
+    writer = (out.writeStream.outputMode(job["output_mode"]).queryName(job["query_name"])
+              .option("checkpointLocation", job["checkpoint"]))
+    if query_def.foreach_batch is not None:  # the query owns its sink (harness.queries: the contract)
+        writer = writer.foreachBatch(own_sink(query_def.foreach_batch, job["sink_path"], params))
+    else:
+        writer = writer.format(job["sink"]).option("path", job["sink_path"])
     trigger = job["trigger"]
     if trigger["kind"] == "processingTime":
         writer = writer.trigger(processingTime=trigger["interval"])
@@ -313,6 +318,17 @@ def _start(spark, job: dict):
     query = writer.start()
     _mark(Path(job["run_dir"]), "query_started")
     return query
+
+
+def own_sink(write, sink_dir: str, params: dict):
+    """foreachBatch's function for a query that owns its sink: its writer with the run's sink directory (created
+    here, empty on a first start) and its params."""
+    Path(sink_dir).mkdir(parents=True, exist_ok=True)
+
+    def write_batch(batch_df, batch_id):
+        write(batch_df, int(batch_id), sink_dir, params)
+
+    return write_batch
 
 
 def _run_bare(spark, job: dict, status: Path) -> int:

@@ -1,0 +1,107 @@
+"""The examples of users' jobs (examples/jobs/) run as a team runs them, through the pytest plugin's harness_run:
+each under its faults with its own oracle, and each oracle shown failing on a job that gets it wrong under the
+same faults. Expected figures come from the ack logs, the broker's records of the faults, the checkpoint and the
+table itself, read here directly, never from the oracles' own output alone.
+
+Only the upsert's driver-kill run is in `make test` (about 80 s); the others are `slow` (`make test-slow`)."""
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from harness.history import load_acks
+from harness.pytest_plugin import assert_passed
+
+pytestmark = pytest.mark.integration
+
+JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
+TWO_KILLS = [{"kind": "driver_kill", "at_s": 5, "every_s": 10, "count": 2}]
+
+
+def acked_ids(run_dir: Path) -> set[tuple[int, int]]:
+    acks = load_acks(run_dir / "producers")
+    ok = acks[acks["error"] == ""]
+    return set(zip(ok["producer"].astype(int), ok["seq"].astype(int)))
+
+
+def kills(result) -> list[dict]:
+    return [f for f in result.faults if f.kind == "driver_kill"]
+
+
+def test_upsert_is_exactly_once_under_driver_kills(harness_run):
+    """The foreachBatch writer, idempotent by batch id, with its driver SIGKILLed twice mid-batch: every acked event
+    once in the table at version 1; a batch the table had before its driver was killed was handed over again by
+    Spark and skipped."""
+    result = harness_run(JOBS / "upsert" / "scenario.toml", producers={"duration_s": 30}, faults=TWO_KILLS)
+    assert_passed(result)
+    run_dir = result.run_path
+    assert result.query.kills == 2 and all(k.detail["mid_batch"] for k in kills(result))
+    con = sqlite3.connect(run_dir / "sink" / "events.sqlite")
+    rows = con.execute("SELECT producer, seq, version FROM events").fetchall()
+    batches = {b: (t, r) for b, t, r in con.execute("SELECT batch_id, committed_ms, redelivered FROM batches")}
+    con.close()
+    assert {(p, s) for p, s, _ in rows} == acked_ids(run_dir) and len(rows) == result.counts.acked == 15_000
+    assert {v for _, _, v in rows} == {1}
+    # a batch cut by a kill after its transaction committed must have come back (Spark re-runs it) and been skipped
+    written_before_kill = [k.detail["batch"] for k in kills(result) if k.detail["batch"] in batches
+                           and batches[k.detail["batch"]][0] < k.injected_at * 1000.0]
+    assert written_before_kill, "no kill landed after a batch's write (after_write_s should make that the rule)"
+    assert all(batches[b][1] >= 1 for b in written_before_kill)
+    assert result.oracle["batches_redelivered"] >= len(written_before_kill)
+    assert result.oracle["latency"].startswith("measured") and result.latency_ms.p50 > 0
+
+
+@pytest.mark.slow
+def test_upsert_without_the_batch_check_fails_under_the_same_kills(harness_run):
+    result = harness_run(JOBS / "upsert" / "scenario.toml", producers={"duration_s": 30}, faults=TWO_KILLS,
+                         spark={"query_params": {"skip_applied": False}})
+    assert result.verdict == "fail"
+    failed = {c.name for c in result.failed_checks}
+    assert failed == {"oracle_each_event_once"}, result.failure_message()
+    con = sqlite3.connect(result.run_path / "sink" / "events.sqlite")
+    twice = con.execute("SELECT count(*) FROM events WHERE version > 1").fetchone()[0]
+    con.close()
+    assert twice > 0 and result.oracle["written_more_than_once"] == twice
+
+
+@pytest.mark.slow
+def test_dedup_job_drops_resent_copies_across_driver_restarts(harness_run):
+    result = harness_run(JOBS / "dedup" / "scenario.toml")
+    assert_passed(result)
+    resends = [f for f in result.faults if f.kind == "resend"]
+    assert [f.detail["resent"] for f in resends] == [1600, 1600]  # 200 records x 8 partitions, twice
+    assert result.query.kills == 2
+    assert result.oracle["acked"] == result.counts.acked == len(acked_ids(result.run_path))
+    assert result.oracle["ids_twice"] == 0
+
+
+@pytest.mark.slow
+def test_dedup_oracle_catches_a_job_that_forgets_to_deduplicate(harness_run):
+    result = harness_run(JOBS / "dedup" / "scenario.toml", producers={"duration_s": 12},
+                         spark={"query": "dedup_job:query_without_dedup"},
+                         faults=[{"kind": "resend", "at_s": 8, "records": 200}])
+    assert result.verdict == "fail"
+    assert {c.name for c in result.failed_checks} == {"oracle_each_id_once"}, result.failure_message()
+    assert result.oracle["extra_rows"] == 1600  # every copy came through
+
+
+@pytest.mark.slow
+def test_join_job_under_driver_kills(harness_run):
+    result = harness_run(JOBS / "join" / "scenario.toml")
+    assert_passed(result)
+    assert result.query.kills == 2
+    o = result.oracle
+    # the bound split the orders (the sine traffic: some payments within 4 ms, some not) and the watermark
+    # released unpaired orders
+    assert 0 < o["orders_paired"] < o["orders"] and o["pairs_out"] == o["orders_paired"] and o["unpaired_out"] > 0
+    evens = sum(1 for _, s in acked_ids(result.run_path) if s % 2 == 0)
+    assert o["orders"] == evens
+
+
+@pytest.mark.slow
+def test_join_oracle_catches_a_join_without_its_time_bound(harness_run):
+    result = harness_run(JOBS / "join" / "scenario.toml", producers={"duration_s": 12}, faults=[],
+                         spark={"query": "join_job:query_without_bound"})
+    assert result.verdict == "fail"
+    assert {c.name for c in result.failed_checks} == {"oracle_pairs_once"}, result.failure_message()
+    assert result.oracle["wrong"] > 0
