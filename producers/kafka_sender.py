@@ -17,7 +17,6 @@ import gevent
 import numpy as np
 from confluent_kafka import Message, Producer
 
-from harness.backends.kafka.security import expand_all
 from harness.history import AckWriter
 from producers.payloads import read_event_ids
 from producers.records import SecondStats
@@ -47,12 +46,21 @@ def _numbers(values: list, dtype, missing) -> np.ndarray:
     return column.astype(dtype)
 
 
+def _column(msgs: list, getter, dtype, missing) -> np.ndarray:
+    """One field of every report as a column, straight from the iterator (no list); a None anywhere (no
+    partition, offset or latency) takes the list path that maps it to `missing`."""
+    try:
+        return np.fromiter(map(getter, msgs), dtype=dtype, count=len(msgs))
+    except TypeError:
+        return _numbers(list(map(getter, msgs)), dtype, missing)
+
+
 class KafkaSender:
     name = "kafka"
 
     def __init__(self, topic: str, settings: dict, acks: AckWriter, stats: SecondStats):
         config = dict(DEFAULTS)
-        config.update(expand_all(settings))  # secrets come as ${VAR} references (harness.backends.kafka.security)
+        config.update(settings)
         reports: list = []
         keep = reports.append
         config["on_delivery"] = lambda err, msg: keep(msg)  # msg.error() is err
@@ -71,31 +79,50 @@ class KafkaSender:
         cooperatively; a GreenletExit during such a wait is held until the whole batch is handed over (its
         sequence numbers are taken), then raised."""
         produce, topic = self.producer.produce, self.topic
-        n, done, stopped = len(values), 0, None
+        n, stopped = len(values), None
         if keys is None:
             keys = [None] * n
-        while done < n:
-            try:
-                if partitions is None and not headers:
-                    for value, key in zip(values[done:] if done else values, keys[done:] if done else keys):
-                        produce(topic, value, key)
-                        done += 1
-                elif partitions is None:
-                    for i in range(done, n):
-                        produce(topic, values[i], keys[i], headers=headers)
-                        done += 1
-                else:
-                    for i in range(done, n):
-                        produce(topic, values[i], keys[i], partitions[i], headers=headers)
-                        done += 1
-            except BufferError:
-                self.stats.on_buffer_full(time.time())
+        if partitions is None and not headers:  # the usual case: no per-event counter, the iterator is the cursor
+            pending = zip(values, keys)
+            value = key = None
+            retry = False
+            while True:
                 try:
-                    gevent.sleep(0.005)
-                except gevent.GreenletExit as exc:  # stopped while waiting for queue space: finish the batch first
-                    stopped = exc
+                    if retry:  # the event the full queue refused, first
+                        produce(topic, value, key)
+                        retry = False
+                    for value, key in pending:
+                        produce(topic, value, key)
+                    break
+                except BufferError:
+                    retry = True
+                    stopped = self._wait_for_room(stopped)
+        else:
+            done = 0
+            while done < n:
+                try:
+                    if partitions is None:
+                        for i in range(done, n):
+                            produce(topic, values[i], keys[i], headers=headers)
+                            done += 1
+                    else:
+                        for i in range(done, n):
+                            produce(topic, values[i], keys[i], partitions[i], headers=headers)
+                            done += 1
+                except BufferError:
+                    stopped = self._wait_for_room(stopped)
         if stopped is not None:
             raise stopped
+
+    def _wait_for_room(self, stopped):
+        """A full local queue: count it and sleep cooperatively; a GreenletExit meanwhile is returned, to be raised
+        once the batch is handed over."""
+        self.stats.on_buffer_full(time.time())
+        try:
+            gevent.sleep(0.005)
+        except gevent.GreenletExit as exc:  # stopped while waiting for queue space: finish the batch first
+            stopped = exc
+        return stopped
 
     def send(self, value: bytes, key: bytes | None, partition: int | None, headers: list | None = None) -> None:
         self.send_many([value], [key], None if partition is None else [partition], headers)
@@ -107,25 +134,25 @@ class KafkaSender:
         msgs = self._reports[:]
         del self._reports[:]
         now = time.time()
+        n = len(msgs)
         values = list(map(Message.value, msgs))
         seq, intended_ms = read_event_ids(self.acks.producer, values)
-        partitions = _numbers(list(map(Message.partition, msgs)), np.int32, -1)
+        partitions = _column(msgs, Message.partition, np.int32, -1)
         # acked without an offset (librdkafka: a retried send the broker already had): -1, "unknown"
-        offsets = _numbers(list(map(Message.offset, msgs)), np.int64, -1)
-        latency_us = (_numbers(list(map(Message.latency, msgs)), np.float64, 0.0) * 1e6).astype(np.int64)
+        offsets = _column(msgs, Message.offset, np.int64, -1)
+        latency_us = (_column(msgs, Message.latency, np.float64, 0.0) * 1e6).astype(np.int64)
         errs = list(map(Message.error, msgs))
-        # (never compare a KafkaError with ==: its comparison with None raises)
-        failed = np.fromiter(map(is_not, errs, repeat(None)), dtype=bool, count=len(errs))
-        if not failed.any():
+        sizes = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        if not any(errs):  # None is false, every KafkaError true (no comparison: a KafkaError's with None raises)
             self.acks.append(seq, partitions, offsets, intended_ms, now * 1000.0, latency_us)
-            ok = slice(None)
-        else:
-            names = [(e.name() or str(e.code())) if e is not None else "" for e in errs]
-            offsets[failed] = -1
-            self.acks.append(seq, partitions, offsets, intended_ms, now * 1000.0, latency_us, names)
-            self.stats.on_fails([name for name in names if name], now)
-            ok = ~failed
-        sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+            self.stats.on_acks(partitions, sizes, latency_us, now)
+            return
+        failed = np.fromiter(map(is_not, errs, repeat(None)), dtype=bool, count=n)
+        names = [(e.name() or str(e.code())) if e is not None else "" for e in errs]
+        offsets[failed] = -1
+        self.acks.append(seq, partitions, offsets, intended_ms, now * 1000.0, latency_us, names)
+        self.stats.on_fails([name for name in names if name], now)
+        ok = ~failed
         self.stats.on_acks(partitions[ok], sizes[ok], latency_us[ok], now)
 
     def outstanding(self) -> int:

@@ -77,6 +77,7 @@ class PayloadSource:
             reps = (self._max + len(_TEXT)) // len(_TEXT) + 1
             self._text = _TEXT * reps
         self._text_rows = np.empty(0, dtype=np.uint8)  # repeated text, for content rows (grown on demand)
+        self._text_table: np.ndarray | None = None  # (len(_TEXT), widest yet): the content row at each offset
         h = spec.headers
         self._fixed_headers = [(k, v.encode("utf-8")) for k, v in h.fixed.items()]
         self._n_random_headers = h.random
@@ -173,11 +174,14 @@ class PayloadSource:
             m = self._content_rows(n, width)
             for rows, h in heads:
                 m[rows, : h.shape[1]] = h
-            r = np.arange(n)
-            m[r, lengths - 2] = _QUOTE
-            m[r, lengths - 1] = _BRACE
-            if int(lengths.min()) != width:  # shorter rows end in NULs, which the bytes view drops
-                m[np.arange(width) >= lengths[:, None]] = 0
+            if int(lengths.min()) == width:  # one length (fixed sizes): the tail is two columns
+                m[:, width - 2] = _QUOTE
+                m[:, width - 1] = _BRACE
+            else:
+                r = np.arange(n)
+                m[r, lengths - 2] = _QUOTE
+                m[r, lengths - 1] = _BRACE
+                m[np.arange(width) >= lengths[:, None]] = 0  # shorter rows end in NULs, which the bytes view drops
             return m.view(f"S{width}").ravel().tolist(), total
         return self._events_one_by_one(heads, lengths), total
 
@@ -189,8 +193,9 @@ class PayloadSource:
         if self._text_rows.size < width + len(_TEXT):
             text = _TEXT * ((width + len(_TEXT)) // len(_TEXT) + 2)
             self._text_rows = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-        windows = np.lib.stride_tricks.sliding_window_view(self._text_rows, width)
-        return windows[self._rng.integers(0, len(_TEXT), size=n)]
+        if self._text_table is None or self._text_table.shape[1] < width:  # the row at every text offset
+            self._text_table = np.lib.stride_tricks.sliding_window_view(self._text_rows, width)[: len(_TEXT)].copy()
+        return self._text_table[:, :width].take(self._rng.integers(0, len(_TEXT), size=n), axis=0)
 
     def _events_one_by_one(self, heads: list, lengths: np.ndarray) -> list[bytes]:
         """Large payloads: each event is its head, a pad and the tail (the pad copy dominates, not Python)."""
@@ -225,11 +230,16 @@ def _groups(key: np.ndarray) -> list:
 
 def _digits(values: np.ndarray, width: int) -> np.ndarray:
     """(n, width) ASCII digits, most significant first (zero-padded): four digits per step, each step a division
-    by a constant (fast in numpy) and a look-up of the four characters."""
+    by a constant (fast in numpy) and a look-up of the four characters. Once what is left is one number for the
+    whole batch (a batch's sequences and epoch milliseconds share their leading digits), its digits are written
+    once for every row."""
     chunks = (width + 3) // 4
     out = np.empty((len(values), chunks), dtype=np.uint32)
     v = values
     for j in range(chunks - 1, -1, -1):
+        if j < chunks - 1 and len(v) and v[0] == v[-1] and int(v.min()) == int(v.max()):
+            out[:, : j + 1] = np.frombuffer(b"%0*d" % ((j + 1) * 4, int(v[0])), dtype=np.uint32)
+            break
         q = v // 10000
         out[:, j] = _FOUR_DIGITS[v - q * 10000]
         v = q

@@ -60,7 +60,8 @@ def value_at_percentile(hist: HdrHistogram, percentile: float) -> int:
 
 
 class SecondStats:
-    """Per-second events due (handed out by the pacer) vs sent, acks, failures by error class, and delivery latency in microseconds."""
+    """Per-second events due (handed out by the pacer) vs sent, acks, failures by error class, delivery latency in
+    microseconds, and the process's CPU time when the row was written (`cpu_s`, cumulative)."""
 
     def __init__(self, path: Path):
         self.f = open(path, "w", encoding="utf-8", buffering=1 << 16)
@@ -91,7 +92,8 @@ class SecondStats:
 
     def _emit(self) -> None:
         row = {"t": self.second, "due": self.due, "sent": self.sent, "acked": self.acked,
-               "failed": self.failed, "buffer_full": self.buffer_full, "errors": dict(self.errors)}
+               "failed": self.failed, "buffer_full": self.buffer_full, "errors": dict(self.errors),
+               "cpu_s": round(time.process_time(), 4)}  # the process's CPU so far (all its threads): cost per event
         if self.latencies:
             d = new_histogram()
             record_many(d, np.concatenate(self.latencies))

@@ -43,6 +43,8 @@ def test_a_second_row_carries_its_deliveries(tmp_path):
     stats.close()
     first = json.loads((tmp_path / "stats-0.jsonl").read_text().splitlines()[0])
     assert (first["t"], first["due"], first["acked"]) == (second, 3, 3)
+    cpu = [json.loads(line)["cpu_s"] for line in (tmp_path / "stats-0.jsonl").read_text().splitlines()]
+    assert 0 < cpu[0] <= time.process_time() and cpu == sorted(cpu)  # this process's CPU so far, cumulative
     # 2000 is exact (below 2048); 3000 is in a bucket two wide, reported as its highest value
     assert first["delivery_us"] == {"p50": 2000, "p99": 3001, "max": 3001}
     assert dict(stats.partition_events) == {0: 1, 1: 2} and dict(stats.partition_bytes) == {0: 10, 1: 50}

@@ -330,3 +330,17 @@ def test_warm_up_holds_the_starting_rate_then_runs_the_shape_on_its_own_clock():
     assert warm.rate(2.0) == 100 and warm.rate(10.0) == pytest.approx(200)
     assert warm.cumulative(5.0) == pytest.approx(500) and warm.cumulative(15.0) == pytest.approx(2500)
     assert warmed_up(ramp, 0) is ramp
+
+
+def test_a_batch_inverse_is_each_events_own_inverse_exactly():
+    """The one-segment fast path of a batch gives, bit for bit, what each event's inverse alone gives (the
+    general path), on a constant rate, slopes up and down, and a step where a batch crosses segments."""
+    shapes = [PiecewiseLinear([0.0], [5000.0]),
+              PiecewiseLinear([0.0, 2.0, 5.0], [100.0, 3000.0, 50.0], [50.0, -900.0, 0.0]),
+              PiecewiseLinear([0.0, 1.0, 1.5], [0.0, 20000.0, 2000.0])]
+    rng = np.random.default_rng(3)
+    for shape in shapes:
+        for _ in range(300):
+            n = rng.uniform(0, 30000) + np.cumsum(rng.uniform(0.01, 3, size=int(rng.integers(2, 200))))
+            alone = np.concatenate([shape.inverse_cumulative_array(n[i : i + 1]) for i in range(len(n))])
+            assert np.array_equal(shape.inverse_cumulative_array(n), alone)
