@@ -60,26 +60,37 @@ def build_session(job: dict, run_dir: Path | None = None):
     return builder.getOrCreate()
 
 
-def ship_code(spark, py_files: list[str], run_dir: Path) -> None:
+def ship_code(spark, py_files: list[str], run_dir: Path):
     """On a cluster master: the harness's archive (and a scenario's query module) to every executor, before any
     data source is registered or query defined (PySpark gives each Python function the includes known when it is
-    created). Then a few tasks report where the executors imported the harness from, appended to
-    spark/shipped_code.jsonl (one line per driver start): the run's proof that executors ran the shipped code."""
+    created). Then, in a thread of its own (starting Python workers on the executors takes seconds the query's
+    start need not wait for), a few tasks report where the executors imported the harness from, appended to
+    spark/shipped_code.jsonl (one line per driver start): the run's proof that executors ran the shipped code.
+    Returns that thread."""
+    import threading
+
     from harness.spark.pyfiles import where_imported
 
     sc = spark.sparkContext
     for path in py_files:
         sc.addPyFile(path)
     _mark(run_dir, "code_shipped")
-    record: dict = {"at": time.time(), "py_files": py_files}
-    try:
-        n = max(2, sc.defaultParallelism)
-        record["tasks"] = sc.parallelize(range(n), n).map(where_imported).collect()
-        record["took_s"] = round(time.time() - record["at"], 3)
-    except Exception as exc:  # noqa: BLE001 - recorded; the query itself shows whether executors work
-        record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
-    with open(run_dir / "spark" / "shipped_code.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
+
+    def probe():
+        record: dict = {"at": time.time(), "py_files": py_files}
+        try:
+            n = max(2, sc.defaultParallelism)
+            sc.setJobDescription("harness: where the executors import the shipped code from")
+            record["tasks"] = sc.parallelize(range(n), n).map(where_imported).collect()
+            record["took_s"] = round(time.time() - record["at"], 3)
+        except Exception as exc:  # noqa: BLE001 - recorded; the query itself shows whether executors work
+            record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        with open(run_dir / "spark" / "shipped_code.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    thread = threading.Thread(target=probe, name="shipped-code-probe", daemon=True)
+    thread.start()
+    return thread
 
 
 def await_source(job: dict, status: Path, control: Path) -> bool:
@@ -173,8 +184,7 @@ def run(job_path: Path) -> int:
     spark = build_session(job, run_dir)
     spark.sparkContext.setLogLevel(job.get("log_level", "WARN"))
     _mark(run_dir, "session_ready")
-    if job.get("py_files"):
-        ship_code(spark, job["py_files"], run_dir)
+    probe = ship_code(spark, job["py_files"], run_dir) if job.get("py_files") else None
     off = instrumentation_off(job)
     recorder = None
     if "listener" not in off:
@@ -189,6 +199,8 @@ def run(job_path: Path) -> int:
     finally:
         if recorder is not None:
             spark.streams.removeListener(recorder)
+        if probe is not None:
+            probe.join(60)  # its record written before the context goes
         spark.stop()
 
 
