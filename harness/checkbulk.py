@@ -149,13 +149,13 @@ class Runs:
         return n
 
     def column(self, name: str) -> Iterator[np.ndarray]:
-        """One column of every run, a run at a time (copied out)."""
+        """One column of every run, a run at a time: a view into the run's map, valid until the next one."""
         self.flush()
         self.wait()
         for path, *_ in self.runs:
             with pa.memory_map(str(path)) as source:
                 batch = ipc.open_file(source).get_batch(0)
-                yield np.array(batch.column(batch.schema.get_field_index(name)).to_numpy())
+                yield batch.column(batch.schema.get_field_index(name)).to_numpy()
                 del batch
 
     def read_all(self) -> list[pa.Table]:
@@ -179,9 +179,10 @@ class Runs:
         self.runs, self.rows, self._buffer, self._buffered = [], 0, [], 0
 
 
-def key_ranges(runs: list[Runs], range_rows: int) -> list[tuple[int, int]]:
+def key_ranges(runs: list[Runs], range_rows: int, workers: int = 1) -> list[tuple[int, int]]:
     """[lo, hi) key ranges covering every staged row, about range_rows rows each (from the runs' key samples, each
-    standing for `step` rows)."""
+    standing for `step` rows), and at least two per worker when there are samples enough (a short history keeps
+    every worker busy too)."""
     for r in runs:
         r.flush()
         r.wait()
@@ -190,7 +191,8 @@ def key_ranges(runs: list[Runs], range_rows: int) -> list[tuple[int, int]]:
         return []
     lo, hi = min(run[1] for run in staged), max(run[2] for run in staged) + 1
     samples = np.sort(np.concatenate([run[3] for run in staged]))
-    per = max(1, range_rows // max(r.step for r in runs))
+    step = max(r.step for r in runs)
+    per = max(1, min(range_rows // step, len(samples) // (2 * workers)))
     edges = np.unique(samples[per::per])
     bounds = [lo] + [int(e) for e in edges if lo < e < hi] + [hi]
     return list(zip(bounds[:-1], bounds[1:]))
@@ -346,7 +348,7 @@ def matched_ranges(acks: Runs, sink: Runs, generations: tuple[float, ...], range
     """match_range over every key range of the staged rows, `workers` ranges at a time (numpy and Arrow release
     the GIL), results in key order; at most workers + 1 ranges in memory."""
     gens = np.asarray(generations, dtype=np.float64)
-    ranges = key_ranges([acks, sink], range_rows)
+    ranges = key_ranges([acks, sink], range_rows, workers)
 
     def job(i: int) -> RangeResult:
         return match_range(acks, sink, *ranges[i], gens, latency, groups)

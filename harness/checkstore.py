@@ -168,9 +168,15 @@ class CheckStore:
             self._sink_ord += 1
             jobs += [(name, float(commit_ms), base + (fidx << 28)) for fidx, name in enumerate(files)]
         added = 0
-        with ThreadPoolExecutor(self._workers) as pool:
-            for n, no_id, cols in pool.map(lambda job: _prepare_sink(_read_sink_file(job[0]), *job[1:]), jobs):
-                added += self._stage_sink(n, no_id, cols)
+        with ThreadPoolExecutor(self._workers) as pool:  # at most workers + 1 files in memory
+            queue: deque = deque()
+            for name, commit_ms, rid0 in jobs:
+                queue.append(pool.submit(lambda *job: _prepare_sink(_read_sink_file(job[0]), *job[1:]),
+                                         name, commit_ms, rid0))
+                while len(queue) > self._workers:
+                    added += self._stage_sink(*queue.popleft().result())
+            while queue:
+                added += self._stage_sink(*queue.popleft().result())
         return added
 
     def add_sink_frame(self, sink: pd.DataFrame) -> int:
