@@ -59,7 +59,11 @@ class AckWriter:
         self._file = open(self.path, "wb")
         self._writer = ipc.new_stream(self._file, ACK_SCHEMA)
         self._file.flush()
-        self._chunks: list[tuple] = []
+        # Rows wait in one growing array per column, copied in as they come: a flush costs the same whatever the
+        # number of appends (a producer appends every few milliseconds; a Python step per append at flush time
+        # was tens of milliseconds of stall once a second).
+        self._columns = [np.empty(1024, dtype=dtype) for _, dtype in _NUMERIC]
+        self._errors: list[tuple[int, int, str | Sequence]] = []  # (first row, rows, error) where not acked
         self._buffered = 0
         self._flushed_at = time.monotonic()
 
@@ -78,8 +82,18 @@ class AckWriter:
             columns.append(column)
         if not (error is None or isinstance(error, str)) and len(error) != n:
             raise ValueError(f"error: {len(error)} values for {n} events")
-        self._chunks.append((n, *columns, error))
-        self._buffered += n
+        at, end = self._buffered, self._buffered + n
+        if end > len(self._columns[0]):
+            size = max(end, 2 * len(self._columns[0]))
+            grown = [np.empty(size, dtype=c.dtype) for c in self._columns]
+            for old, new in zip(self._columns, grown):
+                new[:at] = old[:at]
+            self._columns = grown
+        for buffer, column in zip(self._columns, columns):
+            buffer[at:end] = column  # a scalar fills the batch's rows
+        if error:
+            self._errors.append((at, n, error))
+        self._buffered = end
         self.maybe_flush()
 
     def maybe_flush(self) -> None:
@@ -90,13 +104,12 @@ class AckWriter:
         self._flushed_at = time.monotonic()
         if not self._buffered:
             return
-        chunks, n = self._chunks, self._buffered
-        self._chunks, self._buffered = [], 0
+        n, errors = self._buffered, self._errors
+        self._buffered, self._errors = 0, []
+        # views of the buffers: the batch is serialised into the file before anything overwrites them
         columns = [_numeric_array(np.full(n, self.producer, dtype=np.int32))]
-        for i, (name, dtype) in enumerate(_NUMERIC, start=1):
-            parts = [np.broadcast_to(c[i], (c[0],)) for c in chunks]
-            columns.append(_numeric_array(np.concatenate(parts) if len(parts) > 1 else parts[0]))
-        columns.append(_errors(chunks, n))
+        columns += [_numeric_array(buffer[:n]) for buffer in self._columns]
+        columns.append(_errors(errors, n))
         self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=ACK_SCHEMA))
         self._file.flush()
         self.rows_written += n
@@ -119,18 +132,17 @@ def _string_array(offsets: np.ndarray, data: bytes) -> pa.Array:
     return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
 
 
-def _errors(chunks: list[tuple], n: int) -> pa.Array:
-    """The error column: all empty (the usual case) without a Python object per row; else each event's class,
-    built from its bytes and offsets (no `pa.array`, see `_numeric_array`)."""
-    if all(not c[-1] for c in chunks):
+def _errors(errors: list[tuple], n: int) -> pa.Array:
+    """The error column: all empty (the usual case) without a Python object per row; else each event's class
+    ("" where acked), built from its bytes and offsets (no `pa.array`, see `_numeric_array`)."""
+    if not errors:
         return _string_array(np.zeros(n + 1, dtype=np.int32), b"")
-    names: list[bytes] = []
-    for c in chunks:
-        count, error = c[0], c[-1]
-        if isinstance(error, str) or not error:
-            names.extend([(error or "").encode()] * count)
+    names: list[bytes] = [b""] * n
+    for at, count, error in errors:
+        if isinstance(error, str):
+            names[at : at + count] = [error.encode()] * count
         else:
-            names.extend((e or "").encode() for e in error)
+            names[at : at + count] = [(e or "").encode() for e in error]
     lengths = np.fromiter(map(len, names), dtype=np.int64, count=n)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

@@ -135,3 +135,24 @@ def test_writing_the_history_never_imports_pandas(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert [r[-1] for r in rows_of(tmp_path)] == ["", "", "_MSG_TIMED_OUT", ""]
+
+
+def test_many_small_appends_across_buffer_growth_keep_every_row(tmp_path):
+    """Thousands of small delivery batches (a producer's usual flow) into one flush, buffers growing on the way,
+    failures among them: every row as appended, in order, the failed ones with their class."""
+    w = AckWriter(tmp_path / "acks-2.arrows", 2, flush_s=3600)
+    expected = []
+    seq = 0
+    for k in range(1500):
+        n = 1 + k % 4
+        seqs = list(range(seq, seq + n))
+        if k % 500 == 7:
+            w.append(seqs, -1, -1, [T + s for s in seqs], T + k, [5] * n, "_MSG_TIMED_OUT")
+            expected += [(2, s, -1, -1, T + s, T + k, 5, "_MSG_TIMED_OUT") for s in seqs]
+        else:
+            w.append(seqs, k % 8, [10 * s for s in seqs], [T + s for s in seqs], T + k, [5] * n)
+            expected += [(2, s, k % 8, 10 * s, T + s, T + k, 5, "") for s in seqs]
+        seq += n
+    w.close()
+    assert [b.num_rows for b in ack_batches(tmp_path)] == [len(expected)]
+    assert rows_of(tmp_path) == expected
