@@ -87,3 +87,27 @@ def test_a_full_queue_is_waited_out_and_every_event_handed_over_exactly_once(tmp
     acks = load_acks(tmp_path)
     assert sorted(acks["seq"]) == list(range(10))
     assert len(refused) >= 1  # the queue did fill: the resume path ran
+
+
+def test_held_reports_keep_the_time_their_poll_saw_them(tmp_path, monkeypatch):
+    """Reports are recorded in bulk, later than their poll: each ack time is still its poll's, so ack_ms minus
+    the client's latency is the produce call (here recorded 0.4 s after the poll that served the reports)."""
+    import producers.kafka_sender as kafka_sender
+
+    monkeypatch.setattr(kafka_sender, "HOLD_S", 3600.0)
+    s = sender(tmp_path, **{"message.timeout.ms": 300, "enable.idempotence": False})
+    values, _ = batch(0, 5)
+    before = time.time()
+    s.send_many(values, [b"k"] * 5, None)
+    after = time.time()
+    deadline = time.time() + 20
+    while len(s._reports) < 5 and time.time() < deadline:  # served (timed out) but held, not recorded
+        s.service()
+        time.sleep(0.01)
+    assert len(s._reports) == 5 and s.stats.failed == 0
+    time.sleep(0.4)
+    s.close()  # records what is held
+    s.acks.close()
+    acks = load_acks(tmp_path)
+    assert sorted(acks["seq"]) == list(range(5)) and (acks["error"] == "_MSG_TIMED_OUT").all()
+    assert (acks["produce_ms"] >= before * 1000 - 2).all() and (acks["produce_ms"] <= after * 1000 + 20).all()
