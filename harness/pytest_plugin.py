@@ -207,6 +207,7 @@ class HarnessRunner:
         full_env["PYTHONPATH"] = os.pathsep.join(self.pythonpath + [p for p in [full_env.get("PYTHONPATH")] if p])
         full_env.update(env or {})
         log = out.with_name(out.name + ".log")
+        (out / "result.json").unlink(missing_ok=True)  # a run that writes none must not be read as an old one's
         child = self.supervisor.spawn(f"harness-run-{self.count}", argv, log_path=log, env=full_env,
                                       stop_signal=signal.SIGINT)
         try:

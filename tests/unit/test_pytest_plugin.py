@@ -101,3 +101,21 @@ def test_a_relative_scenario_path_is_found_from_the_test_directory_or_the_rootdi
     assert runner.scenario_arg("steady") == "steady"  # a name: the harness's scenarios/
     assert runner.scenario_arg("nowhere.toml") == "nowhere.toml"  # the runner says: no such scenario file
     assert runner.scenario_arg(str(root / "x.toml")) == str(root / "x.toml") and os.path.isabs(str(root))
+
+
+def test_bad_input_raises_the_runners_message_before_anything_starts(tmp_path):
+    """The real `python -m harness run` refuses the file (exit 2); the test sees ConfigError with its message."""
+    from harness.config import ConfigError
+    from harness.supervisor import Supervisor
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[producers]\nrate = { kind = "constant", eps = 100 }\nbogus = 1\n')
+    sup = Supervisor("plugin-unit")
+    try:
+        runner = HarnessRunner(sup, tmp_path / "runs", [tmp_path], [tmp_path])
+        with pytest.raises(ConfigError, match=rf"{bad}: producers.bogus: unknown key; allowed:"):
+            runner.run(bad, **{"producers.duration_s": 5})
+        assert not sup.children  # the runner process was reaped
+        assert not (tmp_path / "runs" / "01-bad" / "services").exists()  # nothing was started
+    finally:
+        sup.stop_all()
