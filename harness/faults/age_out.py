@@ -31,9 +31,10 @@ class AgeOut(Fault):
     kind = "age_out"
     Options = AgeOutOptions
     requires = "an Event Hubs emulator backend"
+    eventhubs_control = {"hubs/<hub>/age-out": "drop the first events of a partition, as retention would"}
 
     def check(self, scenario) -> str | None:
-        return eventhubs_partitions_problem(scenario, self.options.partitions)
+        return eventhubs_partitions_problem(scenario, self.options.partitions, self.eventhubs_control)
 
     def inject(self, ctx) -> dict:
         backend = ctx.backend

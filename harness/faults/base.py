@@ -104,6 +104,10 @@ class Fault:
     # each. Checked against the configured principal once the topic exists, before any traffic: a fault the
     # principal may not apply refuses the run rather than fail half-applied (harness.backends.kafka.authz).
     kafka_operations: ClassVar[dict[str, str]] = {}
+    # Event Hubs: the project's emulator's control API endpoints the fault drives -> what each does. The service
+    # offers no such API (a real namespace: deleting hubs is Azure Resource Manager's, retention and throttling
+    # are the service's own), nor does Microsoft's emulator: such a fault is refused before the run there.
+    eventhubs_control: ClassVar[dict[str, str]] = {}
 
     def __init__(self, options: FaultOptions):
         self.options = options
@@ -158,10 +162,17 @@ def kafka_partitions_problem(scenario, partitions: list[int] | None) -> str | No
     return None
 
 
-def eventhubs_partitions_problem(scenario, partitions: list[int] | None) -> str | None:
-    """For faults that act on chosen partitions of the emulator's hub: why the scenario cannot carry them."""
-    if scenario.backend.kind != "eventhubs" or scenario.backend.mode != "emulator":
+def eventhubs_partitions_problem(scenario, partitions: list[int] | None,
+                                 control: dict[str, str] | None = None) -> str | None:
+    """For faults that act on chosen partitions of the emulator's hub through its control API (`control`: the
+    fault's declared endpoints): why the scenario cannot carry them."""
+    if scenario.backend.kind != "eventhubs":
         return "needs backend.kind = 'eventhubs' with mode = 'emulator' (faults act through its control API)"
+    if scenario.backend.mode != "emulator":
+        what = f" ({'; '.join(control.values())})" if control else ""
+        where = ("a real namespace does not allow it" if scenario.backend.mode == "namespace" else
+                 "Microsoft's emulator (mode = 'container') has none")
+        return f"needs the emulator's control API{what}; {where} (run it with backend.mode = 'emulator')"
     bad = [p for p in partitions or [] if not 0 <= p < scenario.stream.partitions]
     if bad:
         return f"partitions {bad} out of range for {scenario.stream.partitions} partitions"

@@ -26,9 +26,10 @@ class EpochSteal(Fault):
     kind = "epoch_steal"
     Options = EpochStealOptions
     requires = "an Event Hubs emulator backend"
+    eventhubs_control = {"hubs/<hub>/partitions/<p>/steal": "attach a higher-epoch reader held for hold_s"}
 
     def check(self, scenario) -> str | None:
-        return eventhubs_partitions_problem(scenario, self.options.partitions)
+        return eventhubs_partitions_problem(scenario, self.options.partitions, self.eventhubs_control)
 
     def inject(self, ctx) -> dict:
         o, hub = self.options, ctx.stream

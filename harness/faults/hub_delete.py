@@ -28,12 +28,14 @@ class HubDelete(Fault):
     kind = "hub_delete"
     Options = HubDeleteOptions
     requires = "an Event Hubs emulator backend"
+    eventhubs_control = {"hubs/<hub>/delete": "delete the hub", "hubs/<hub>/recreate": "create it again empty",
+                         "throttle": "refuse sends for the moment of the deletion"}
 
     def check(self, scenario) -> str | None:
         if not self.options.recreate and not scenario.fail_on_data_loss:
             return ("a hub deleted for good needs spark.source_options.failOnDataLoss = true (under false the "
                     "source waits for the hub to come back and the run cannot drain); or set recreate = true")
-        return eventhubs_partitions_problem(scenario, None)
+        return eventhubs_partitions_problem(scenario, None, self.eventhubs_control)
 
     def inject(self, ctx) -> dict:
         backend, hub = ctx.backend, ctx.stream

@@ -22,9 +22,10 @@ class Throttle(Fault):
     kind = "throttle"
     Options = ThrottleOptions
     requires = "an Event Hubs emulator backend"
+    eventhubs_control = {"throttle": "answer every send and receive with server-busy, or detach every link"}
 
     def check(self, scenario) -> str | None:
-        problem = eventhubs_partitions_problem(scenario, None)
+        problem = eventhubs_partitions_problem(scenario, None, self.eventhubs_control)
         if problem is None and self.options.heal_after_s is None:
             return "needs duration_s or window: a throttle that never ends stalls the run"
         return problem

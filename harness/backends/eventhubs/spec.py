@@ -21,7 +21,9 @@ class EventHubsSpec(BackendSpec):
     placement = "eventhubs"
 
     kind: Literal["eventhubs"]
-    mode: Literal["emulator", "namespace"] = "emulator"
+    mode: Literal["emulator", "namespace", "container"] = Field("emulator", description=(
+        "emulator: the project's (faults through its control API) | namespace: a real one, by connection string | "
+        "container: Microsoft's emulator in Docker via testcontainers"))
     connection_string_env: str = Field(
         "EVENTHUBS_CONNECTION_STRING", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="mode = namespace: the environment variable holding the namespace's connection string")
@@ -41,7 +43,8 @@ class EventHubsSpec(BackendSpec):
         return self
 
     def starting_title(self) -> str:
-        return "starting the Event Hubs emulator" if self.mode == "emulator" else "connecting to Event Hubs"
+        return {"emulator": "starting the Event Hubs emulator", "container": "starting Microsoft's Event Hubs "
+                "emulator in Docker"}.get(self.mode, "connecting to Event Hubs")
 
     def build(self, stream) -> Backend:
         if self.mode == "emulator":
@@ -49,6 +52,11 @@ class EventHubsSpec(BackendSpec):
 
             return EmulatedEventHubs(stream.name, stream.partitions, dict(stream.config),
                                      consumer_groups=self.consumer_groups, send=self.send)
+        if self.mode == "container":
+            from harness.backends.eventhubs.container import ContainerEventHubs
+
+            return ContainerEventHubs(stream.name, stream.partitions, consumer_groups=self.consumer_groups,
+                                      send=self.send)
         from harness.backends.eventhubs.namespace import NamespaceEventHubs
 
         return NamespaceEventHubs(self.connection_string_env, send=self.send,
@@ -69,3 +77,6 @@ class EventHubsSpec(BackendSpec):
                 raise ValueError(f"{key!r} is not an Event Hubs hub setting; allowed: {', '.join(HUB_CONFIG_KEYS)}")
             if self.mode == "namespace":
                 raise ValueError(f"{key!r}: a real namespace's hub is configured in Azure, not by the harness")
+            if self.mode == "container":
+                raise ValueError(f"{key!r}: Microsoft's emulator (mode = 'container') takes no hub settings from "
+                                 f"the harness (its retention is its own); use mode = 'emulator' for them")
