@@ -394,3 +394,34 @@ def test_latency_spans_when_the_first_and_last_acked_events_were_never_delivered
         inside = (want.delivered_intended_ms >= lo) & (want.delivered_intended_ms < hi)
         p = ref.percentiles_ms(want.latency_ms[inside])
         assert (w["p50"], w["p90"], w["p99"], w["max"]) == (p["p50"], p["p90"], p["p99"], p["max"])
+
+
+def test_a_batch_of_several_files_keeps_the_sink_logs_order(tmp_path):
+    """One sink batch of three files (read on two threads): a key written in the first and the third file, in one
+    commit, is first delivered by the first file's row (the sink log's order), so the event is in place and the
+    other row a duplicate; batches after it keep their own rows."""
+    rows = [{"producer": 0, "seq": i, "partition": 0, "offset": i, "intended_ms": 1000.0 + i, "ack_ms": 1010.0 + i,
+             "latency_us": 3000, "error": ""} for i in range(6)]
+    _write_history(tmp_path / "producers", rows)
+    sink = tmp_path / "sink"
+    (sink / "_spark_metadata").mkdir(parents=True)
+    parts = [[(0, 0, 1000.0, 0, 0), (0, 1, 1001.0, 0, 1)], [(0, 2, 1002.0, 0, 2)], [(0, 0, 1000.0, 0, 7)]]
+    entries = []
+    for k, part in enumerate(parts):
+        path = sink / f"part-0-{k}.parquet"
+        pq.write_table(pa.table({"producer": pa.array([r[0] for r in part], pa.int32()),
+                                 "seq": pa.array([r[1] for r in part], pa.int64()),
+                                 "intended_ms": pa.array([r[2] for r in part], pa.float64()),
+                                 "partition": pa.array([r[3] for r in part], pa.int32()),
+                                 "offset": pa.array([r[4] for r in part], pa.int64())}), path)
+        entries.append(json.dumps({"path": f"file://{path}", "size": 1, "isDir": False, "modificationTime": 0,
+                                   "blockReplication": 1, "blockSize": 1, "action": "add"}))
+    (sink / "_spark_metadata" / "0").write_text("v1\n" + "\n".join(entries) + "\n")
+    _write_sink_batch(sink, 1, [(0, i, 1000.0 + i, 0, i) for i in (3, 4, 5)])
+    with IncrementalChecker(tmp_path / "state", threads=2) as checker:
+        checker.add_acks(ack_batches(tmp_path / "producers"))
+        assert checker.add_sink(sink) == 7
+        rec = checker.reconcile()
+    want = ref.reconcile(load_acks(tmp_path / "producers"), read_sink(sink))
+    assert rec.counts() == want.counts()
+    assert (rec.misplaced, rec.duplicates, rec.delivered_unique, rec.lost) == (0, 1, 6, 0)
