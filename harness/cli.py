@@ -144,6 +144,63 @@ def _cmd_report(args) -> int:
     raise InputError(f"{run_dir}: neither result.json nor sweep.json there (not a run or sweep directory)")
 
 
+def _cmd_check(args) -> int:
+    """Judge a finished run again from its directory: the checker over every ack log under producers/ (machines'
+    subdirectories gathered from other hosts included), clock skew per machine, then result.json, junit.xml,
+    summary.md and the reports rewritten. Exit 0 pass, 1 fail or unjudged, 2 not a run directory."""
+    from harness import atomic, clocks
+    from harness.soak.plan import _validate
+    from harness.verdict import judge
+    from reports.ci import junit_xml, summary_markdown
+    from reports.report import write_reports
+
+    run_dir = Path(args.run_dir).resolve()
+    state_path, scenario_path = run_dir / "run_state.json", run_dir / "scenario.json"
+    for path in (scenario_path, state_path):
+        if not path.is_file():
+            raise InputError(f"{run_dir}: no {path.name} there (not a run directory `harness run` wrote)")
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+        resolved = json.loads(scenario_path.read_text(encoding="utf-8"))["resolved"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"{run_dir}: run_state.json or scenario.json not readable: {exc}") from None
+    if args.skew_threshold_ms is not None and args.skew_threshold_ms < 0:
+        raise InputError(f"--skew-threshold-ms {args.skew_threshold_ms}: must be 0 or more")
+    state["clock_threshold_ms"] = (args.skew_threshold_ms if args.skew_threshold_ms is not None
+                                   else clocks.DEFAULT_THRESHOLD_MS)
+    result = judge(_validate(resolved, str(scenario_path)), run_dir, state).as_dict()
+    atomic.write_json(run_dir / "result.json", result)
+    atomic.write_text(run_dir / "junit.xml", junit_xml(result))
+    atomic.write_text(run_dir / "summary.md", summary_markdown(result, None))
+    problems = write_reports(result, run_dir)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    print(_check_summary(result, run_dir))
+    return 0 if result["verdict"] == "pass" else 1
+
+
+def _check_summary(result: dict, run_dir: Path) -> str:
+    lines = [f"{run_dir}: verdict {result['verdict'].upper()}"
+             + (f" ({result.get('unjudged_reason')})" if result.get("unjudged_reason") else "")]
+    for c in result.get("checks") or []:
+        if not c["ok"]:
+            lines.append(f"  failed {c['name']}: {c['detail']}")
+    clock = (result.get("producers") or {}).get("clocks")
+    if clock:
+        lines.append(f"clocks (threshold {clock['threshold_ms']:g} ms): {clock['note']}")
+        for m in clock["machines"]:
+            off = ("not measured" if m["offset_ms"] is None else
+                   f"offset {m['offset_ms']:+.1f} ms ± {m['uncertainty_ms']:.1f} ms ({m['samples']} exchanges, "
+                   f"drift {m['drift_ms']:+.1f} ms)")
+            lines.append(f"  {m['machine']} (producers {m['producers']}, {m['directory']}): {off}"
+                         f"{', corrected' if m['corrected'] else ''}; negative latencies {m['negative_latencies']}"
+                         f" as sent, {m['negative_after_correction']} after correction")
+        if not clock["latency_judged"]:
+            lines.append(f"  latency not judged: {clock['latency_not_judged_reason']}")
+    lines.append(f"written: result.json, junit.xml, summary.md, report.md, report.html in {run_dir}")
+    return "\n".join(lines)
+
+
 def _cmd_compare(args) -> int:
     from harness import atomic
     from reports.compare import compare, compare_markdown
@@ -232,6 +289,13 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="rebuild a run's report.md and report.html (a sweep's sweep.md) from its results")
     rp.add_argument("run_dir")
     rp.set_defaults(func=_cmd_report)
+
+    ck = sub.add_parser("check", help="judge a finished run again from its directory (ack logs gathered from "
+                        "several producer machines included, clock skew measured) and rewrite its results")
+    ck.add_argument("run_dir")
+    ck.add_argument("--skew-threshold-ms", type=float, default=None, help="correct a producer machine's times by "
+                    "its measured clock offset beyond this (default 10)")
+    ck.set_defaults(func=_cmd_check)
 
     c = sub.add_parser("compare", help="runs side by side against a baseline: deltas, better/worse/same")
     c.add_argument("runs", nargs="+", help="run directories (a sweep's directory stands for its runs)")

@@ -53,6 +53,9 @@ class StreamSpec(Strict):
 
 class ProducersSpec(Strict):
     processes: int = Field(1, ge=1, le=64)
+    locust_master: str | None = Field(None, pattern=r"^[A-Za-z0-9.*:\[\]-]*:\d{1,5}$", description=(
+        "HOST:PORT the run's locust master binds: `processes` locust workers on other machines run the producers "
+        "(producers/locustfile.py; README: Producers on several machines)"))
     users: int = Field(2, ge=1, le=1000, description="locust users (greenlets) per process")
     batch_size: int = Field(200, ge=1, le=100_000, description="events per locust task")
     duration_s: float = Field(60.0, gt=0, le=7 * 24 * 3600)

@@ -426,5 +426,5 @@ def _producer_job(scenario: Scenario, backend: Backend) -> dict:
         "settings": settings, "processes": p.processes, "users": p.users, "batch_size": p.batch_size,
         "duration_s": p.duration_s, "warmup_s": p.warmup_s, "max_backlog_s": p.max_backlog_s, "seed": scenario.seed,
         "rate": p.rate.model_dump(mode="json"), "keys": p.keys.model_dump(mode="json"),
-        "payload": p.payload.model_dump(mode="json"),
+        "payload": p.payload.model_dump(mode="json"), "locust_master": p.locust_master,
     }

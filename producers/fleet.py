@@ -1,13 +1,24 @@
-"""The runner's side of load generation: start N producer processes on one schedule and collect what they did."""
+"""The runner's side of load generation: start N producer processes on one schedule and collect what they did.
+
+With `locust_master` in the job ("HOST:PORT", the scenario's producers.locust_master) the processes are locust
+workers on other machines (producers/locustfile.py): the fleet starts only the locust master here, which hands
+the workers the job and the start time and waits for `processes` of them. Their files land in one subdirectory per
+machine (`<out_dir>/<host>-<id>/`, gathered there by hand when the machines do not share this file system), so
+everything that reads the fleet's files looks in subdirectories too.
+"""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from harness.supervisor import Child, Supervisor
 from producers.records import histogram_summary, merge_histograms, merge_partition_counts
+
+WORKER_SUMMARY_WAIT_S = 20.0  # workers collect their last acks after the master stops them
+MASTER_MARGIN_S = 3.0  # the master's run time beyond the traffic: the workers' last batch is sent by then
 
 
 class ProducerFleet:
@@ -32,10 +43,28 @@ class ProducerFleet:
         job_path = self.out_dir / "job.json"
         job_path.write_text(json.dumps(self.job, indent=2))
         assert self.supervisor is not None
+        if self.job.get("locust_master"):
+            self._start_master(job_path, start_at)
+            return
         for i in range(int(self.job["processes"])):
             self.children.append(self.supervisor.spawn(
                 f"producer-{i}", [sys.executable, "-m", "producers.process", str(job_path), str(i)],
                 log_path=self.out_dir / f"producer-{i}.log"))
+
+    def _start_master(self, job_path: Path, start_at: float) -> None:
+        """The locust master, supervised like any producer: it runs until the traffic's end plus a margin for the
+        last acks, then tells the workers to stop (they collect their acks and write their summaries)."""
+        host, _, port = str(self.job["locust_master"]).rpartition(":")
+        run_time = max(0.0, start_at - time.time()) + float(self.job.get("warmup_s") or 0) + \
+            float(self.job["duration_s"]) + MASTER_MARGIN_S
+        locustfile = str(Path(__file__).resolve().parent / "locustfile.py")
+        self.children.append(self.supervisor.spawn(
+            "locust-master", [sys.executable, "-m", "locust", "-f", locustfile, "--master", "--headless",
+                              "--master-bind-host", host or "*", "--master-bind-port", port,
+                              "--expect-workers", str(int(self.job["processes"])),
+                              "-u", str(int(self.job["processes"]) * int(self.job["users"])), "-r", "1000",
+                              "-t", f"{int(run_time + 0.999)}s", "--stop-timeout", "0", "--only-summary"],
+            log_path=self.out_dir / "locust-master.log", env=dict(os.environ, HARNESS_PRODUCER_JOB=str(job_path))))
 
     def running(self) -> bool:
         return any(c.alive() for c in self.children)
@@ -48,10 +77,17 @@ class ProducerFleet:
         for c in self.children:
             self.supervisor.stop(c, timeout=10)
 
+    def wait_for_summaries(self, timeout: float) -> None:
+        """Distributed: after the master stopped, the workers' summaries when they share this file system (a
+        worker elsewhere writes its own; then this waits `timeout` and the files are gathered later)."""
+        deadline = time.monotonic() + timeout
+        while len(self.summaries()) < int(self.job["processes"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
     def live(self) -> dict[str, int]:
         """Totals so far from the per-second stats lines (flushed once a second)."""
         sent = acked = failed = 0
-        for f in self.out_dir.glob("stats-*.jsonl"):
+        for f in self.out_dir.rglob("stats-*.jsonl"):
             try:
                 for line in f.read_text().splitlines():
                     row = json.loads(line)
@@ -63,18 +99,21 @@ class ProducerFleet:
         return {"sent": sent, "acked": acked, "failed": failed}
 
     def summaries(self) -> list[dict]:
-        out = []
-        for i in range(int(self.job["processes"])):
-            path = self.out_dir / f"summary-{i}.json"
-            if path.exists():
-                out.append(json.loads(path.read_text()))
-        return out
+        """Every producer's summary, at the top (this machine's processes) or in a machine's subdirectory."""
+        out = {}
+        for path in sorted(self.out_dir.rglob("summary-*.json")):
+            try:
+                summary = json.loads(path.read_text())
+            except ValueError:
+                continue
+            out[int(summary["producer"])] = summary
+        return [out[i] for i in sorted(out)]
 
     def per_second(self) -> list[dict]:
         """All processes' per-second rows merged by second (delivery histograms merged exactly)."""
         merged: dict[int, dict] = {}
         hists: dict[int, list[str]] = {}
-        for f in sorted(self.out_dir.glob("stats-*.jsonl")):
+        for f in sorted(self.out_dir.rglob("stats-*.jsonl")):
             for line in f.read_text().splitlines():
                 try:
                     row = json.loads(line)
@@ -117,3 +156,5 @@ class ProducerFleet:
             if tick:
                 tick()
             time.sleep(0.5)
+        if self.job.get("locust_master"):
+            self.wait_for_summaries(WORKER_SUMMARY_WAIT_S)
