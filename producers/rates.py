@@ -238,10 +238,12 @@ class PiecewiseLinear(RateFunction):
                     i0 = min(i0, m - 1)
                     ri, si = float(self.r[i0]), float(self.s[i0])
                     dm = n - self.c[i0]
+                    seg = float(self.seg[i0]) if i0 < m - 1 else math.inf
+                    if si == 0.0 and ri > 0.0:  # constant: 2dm / (ri + sqrt(ri * ri)) is dm / ri, bit for bit
+                        return self.t[i0] + np.minimum(dm / ri, seg)
                     denom = ri + np.sqrt(np.maximum(ri * ri + 2.0 * si * dm, 0.0))
                     with np.errstate(divide="ignore", invalid="ignore"):
                         dt = np.where(denom > 0, 2.0 * dm / denom, math.inf)
-                    seg = float(self.seg[i0]) if i0 < m - 1 else math.inf
                     return self.t[i0] + np.minimum(dt, seg)
         j = np.searchsorted(self.c, n, side="left")
         i = np.clip(j - 1, 0, m - 1)

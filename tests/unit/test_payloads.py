@@ -146,3 +146,26 @@ def test_event_ids_are_read_back_from_values_in_bulk():
         read_event_ids(4, values)  # not producer 4's events
     with pytest.raises(ValueError):
         read_event_ids(42, [b'{"p":42,"s":1x,"t":1.000,"pad":""}'])
+
+
+def test_small_batches_formatted_in_python_are_the_matrix_paths_bytes(monkeypatch):
+    """Up to _SMALL_BATCH events a batch is formatted in Python; the matrix path (forced here for the twin source,
+    same seed) is the reference: the same values and totals, and the same draws (the streams stay in step)."""
+    import producers.payloads as payloads
+
+    rng = np.random.default_rng(1)
+    small_batch = payloads._SMALL_BATCH
+    for spec in ({"content": "compressible", "size": {"kind": "fixed", "bytes": 256}},
+                 {"content": "random", "size": {"kind": "uniform", "min_bytes": 10, "max_bytes": 400}},
+                 {"content": "compressible", "size": {"kind": "uniform", "min_bytes": 10, "max_bytes": 400}}):
+        small, matrix = P(spec), P(spec)
+        for trial in range(100):
+            n = int(rng.integers(1, small_batch + 1))
+            seq0 = int(rng.integers(0, 10**12))
+            t = T_S + np.sort(rng.uniform(0, 100, n)) if trial % 5 else np.full(n, 12.0004995)
+            got = small.events(3, seq0, t, small.next_sizes_array(n))
+            monkeypatch.setattr(payloads, "_SMALL_BATCH", 0)
+            want = matrix.events(3, seq0, t, matrix.next_sizes_array(n))
+            monkeypatch.setattr(payloads, "_SMALL_BATCH", small_batch)
+            assert got == want
+    assert [decode(v)["s"] for v in got[0]] == list(range(seq0, seq0 + n))
