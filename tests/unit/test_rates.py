@@ -344,3 +344,13 @@ def test_a_batch_inverse_is_each_events_own_inverse_exactly():
             n = rng.uniform(0, 30000) + np.cumsum(rng.uniform(0.01, 3, size=int(rng.integers(2, 200))))
             alone = np.concatenate([shape.inverse_cumulative_array(n[i : i + 1]) for i in range(len(n))])
             assert np.array_equal(shape.inverse_cumulative_array(n), alone)
+
+
+def test_one_float_cumulative_is_the_array_formulas_value():
+    """PiecewiseLinear.cumulative(t) in plain Python against cumulative_array (the reference), bit for bit."""
+    shapes = [PiecewiseLinear([0.0], [5000.0]),
+              PiecewiseLinear([0.0, 2.0, 5.0], [100.0, 3000.0, 50.0], [50.0, -900.0, 0.0]),
+              PiecewiseLinear([0.0, 1.0, 1.5], [0.0, 20000.0, 2000.0])]
+    ts = np.concatenate([np.random.default_rng(5).uniform(-1, 40, 3000), [0.0, 1.0, 1.5, 2.0, 5.0, -0.0, math.inf]])
+    for shape in shapes:
+        assert [shape.cumulative(t) for t in ts.tolist()] == shape.cumulative_array(ts).tolist()
