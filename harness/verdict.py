@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import atomic, clocks
-from harness.checker import (Check, Expectations, IncrementalChecker, apply_placements, evaluate, load_acks,
+from harness.checker import (Check, Expectations, IncrementalChecker, apply_placements, evaluate,
                              load_placements)
 from harness.config import Scenario
 from harness.faults.base import FAULT_PRODUCER_BASE, Effect
@@ -162,7 +162,7 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     if query_def.oracle != "events":
         checks = [c for c in checks if c.name not in EVENT_RULES - {"drained"}]
         with _reading("reading the producers' history for the query's oracle"):
-            acks = apply_placements(load_acks(run_dir / "producers"), load_placements(run_dir / "placements"))
+            acks = apply_placements(_acks_frame(run_dir, clock_plan), load_placements(run_dir / "placements"))
         checks += _oracle_checks(query_def, acks, run_dir, scenario, result, own_sink)
     if state.get("error") and not failed_as_expected:
         checks.insert(0, Check("completed", False, state["error"]))
@@ -226,6 +226,19 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
     except Exception as exc:  # noqa: BLE001
         series = {"error": f"building the time series failed: {exc!r}"}
     atomic.write_json(run_dir / "series.json", series)
+
+
+def _acks_frame(run_dir: Path, clock_plan: clocks.ClockPlan) -> pd.DataFrame:
+    """The whole history as history.load_acks gives it, from every machine's directory, on the reference clock."""
+    import pyarrow as pa
+
+    from harness.history import ACK_SCHEMA
+
+    acks = pa.Table.from_batches(list(clocks.corrected_batches(run_dir / "producers", clock_plan)),
+                                 schema=ACK_SCHEMA).to_pandas()
+    acks["error"] = acks["error"].astype("string")
+    acks["produce_ms"] = acks["ack_ms"] - acks["latency_us"] / 1000.0
+    return acks
 
 
 def _clock_section(clock_plan: clocks.ClockPlan, run_dir: Path, query_def, checks: list[Check]) -> dict | None:
