@@ -155,6 +155,8 @@ class KafkaSender:
         n = len(msgs)
         if not n:
             return
+        if not marks or marks[-1][0] != n:  # reports no service() poll saw (none expected): seen now
+            marks.append((n, time.time()))
         ends = np.array([m[0] for m in marks], dtype=np.int64)
         ack_ms = np.repeat(np.array([m[1] for m in marks]) * 1000.0, np.diff(ends, prepend=0))
         now = marks[-1][1]

@@ -1,4 +1,5 @@
-"""Locust's distributed mode runs the same paced producer: two workers split the rate exactly."""
+"""Locust's distributed mode runs the same paced producer: two workers split the rate exactly, each in a machine
+directory of its own (host name + a run-unique id) with its clock exchanges against the master."""
 import json
 import os
 import socket
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.checker import load_acks
+import pyarrow as pa
+
+from harness import clocks
 
 pytestmark = pytest.mark.integration
 LOCUSTFILE = str(Path(__file__).resolve().parents[2] / "producers" / "locustfile.py")
@@ -47,8 +50,12 @@ def test_master_and_two_workers_produce_the_schedule(kafka, tmp_path):
         for p in [master, *workers]:
             if p.poll() is None:
                 p.kill()
-    acks = load_acks(out)
+    acks = pa.Table.from_batches(list(clocks.corrected_batches(out))).to_pandas()
     assert sorted(acks.groupby("producer").size().to_dict().items()) == [(0, 2000), (1, 2000)], master.stdout.read()
     assert (acks["error"] == "").all()
-    summaries = [json.loads((out / f"summary-{i}.json").read_text()) for i in (0, 1)]
+    machines = sorted(d for d in out.iterdir() if d.is_dir())
+    assert len(machines) == 2 and all((d / "machine.json").is_file() for d in machines)
+    summaries = sorted((json.loads(p.read_text()) for p in out.glob("*/summary-*.json")), key=lambda s: s["producer"])
     assert [s["acked"] for s in summaries] == [2000, 2000]
+    plan = clocks.plan(out)  # same host, same clock: each offset within its own exchange's bound
+    assert all(m.samples >= 1 and abs(m.offset_ms) <= m.uncertainty_ms + 1.0 for m in plan.machines), plan
