@@ -17,6 +17,7 @@ import gevent
 import numpy as np
 from confluent_kafka import Message, Producer
 
+from harness.backends.kafka.security import expand_all
 from harness.history import AckWriter
 from producers.payloads import read_event_ids
 from producers.records import SecondStats
@@ -65,7 +66,7 @@ class KafkaSender:
 
     def __init__(self, topic: str, settings: dict, acks: AckWriter, stats: SecondStats):
         config = dict(DEFAULTS)
-        config.update(settings)
+        config.update(expand_all(settings))  # secrets come as ${VAR} references (harness.backends.kafka.security)
         reports: list = []
         keep = reports.append
         config["on_delivery"] = lambda err, msg: keep(msg)  # msg.error() is err
