@@ -53,6 +53,7 @@ class _Worker:
         self.pending: list[float] = []
         self.machine = clocks.machine_id()
         self.sync_loop = None
+        self.start_at: float | None = None  # the traffic's start on the master's clock (its harness_start message)
 
 
 WORKER = _Worker()
@@ -91,8 +92,7 @@ def _on_pong(environment, msg, **_kw) -> None:
 
 
 def _on_start(environment, msg, **_kw) -> None:
-    if WORKER.job is not None:
-        WORKER.job["start_at"] = float(msg.data["start_at"])
+    WORKER.start_at = float(msg.data["start_at"])
 
 
 def _ping(runner) -> None:
@@ -129,8 +129,6 @@ def _start(environment, **_kwargs) -> None:
         return
     if os.environ.get("HARNESS_PRODUCER_JOB"):
         job = json.loads(Path(os.environ["HARNESS_PRODUCER_JOB"]).read_text())
-        if WORKER.job and WORKER.job.get("start_at"):
-            job["start_at"] = WORKER.job["start_at"]
     else:
         if WORKER.job is None:
             raise RuntimeError("the master never sent the job (is HARNESS_PRODUCER_JOB set on the master?)")
@@ -142,7 +140,7 @@ def _start(environment, **_kwargs) -> None:
                                                        "pid": os.getpid()}))
     _open_clock_log(out, index)
     offset = WORKER.clock.offset_s()  # this clock minus the master's
-    start_master = float(job.get("start_at") or 0)
+    start_master = float(WORKER.start_at or job.get("start_at") or 0)
     if start_master < time.time() - offset:  # past on the master's clock: one second from now
         start_master = time.time() - offset + 1.0
     job["start_at"] = start_master + offset  # the same instant, read on this machine's clock
