@@ -161,8 +161,10 @@ class ClockPlan:
 
 
 def _producer_index(path: Path) -> int | None:
+    """A producer process's index from `acks-<index>.arrows`; None for other histories (a fault's own writes,
+    `acks-fault-<k>.arrows`, whose rows carry producer indexes of their own and are on the run's clock)."""
     stem = path.name.split(".")[0]
-    tail = stem.rsplit("-", 1)[-1]
+    tail = stem.removeprefix("acks-")
     return int(tail) if tail.isdigit() else None
 
 

@@ -122,3 +122,15 @@ def test_one_producer_gathered_twice_is_refused_with_both_places(tmp_path):
     _machine(producers / "b-2", "host-b-2", 0, [], [1.0])
     with pytest.raises(ValueError, match=r"producer 0 has ack logs in both .*a-1 and .*b-2"):
         clocks.plan(producers)
+
+
+def test_a_faults_own_history_at_the_top_is_the_runners_and_collides_with_no_worker(tmp_path):
+    producers = tmp_path / "producers"
+    _machine(producers / "a-1", "host-a-1", 0, [(50.0, 49.0, 50.002)], [1.0])
+    writer = AckWriter(producers / "acks-fault-0.arrows", 10_000)  # what resend writes: producer 10,000
+    writer.append(np.arange(1), 0, np.arange(1), np.ones(1), np.ones(1), np.zeros(1))
+    writer.close()
+    plan = clocks.plan(producers)
+    by = {m.directory: m for m in plan.machines}
+    assert by["."].producers == [] and by["."].offset_ms == 0.0 and not by["."].corrected
+    assert by["a-1"].producers == [0] and by["a-1"].corrected
