@@ -125,7 +125,9 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
         if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
             with _reading("reading the query's own sink (its read_sink)"):
                 own_sink = _read_own_sink(query_def, run_dir, scenario, checker)
-        elif query_def.oracle == "events":
+        elif query_def.oracle == "events" or _rows_are_events(run_dir / "sink"):
+            # an output judged by a user's oracle that still has one row per event (an event id, its partition
+            # and offset) gives the checker its commit times: latency is measured as for the events oracle
             with _reading("reading the sink (the files its _spark_metadata log lists)"):
                 checker.add_sink(run_dir / "sink")
         with _reading("reconciling the history with the sink"):
@@ -346,6 +348,19 @@ def _partitions_read(progress: dict) -> int:
 OWN_SINK_EVENT_COLUMNS = ("producer", "seq", "partition", "offset", "commit_ms")
 
 
+def _rows_are_events(sink_dir: Path) -> bool:
+    """Whether the Parquet sink's files have the columns of one row per event (producer, seq, partition, offset)."""
+    import pyarrow.parquet as pq
+
+    from harness.sink import _local, batch_log
+
+    files = [f for _, _, fs in batch_log(sink_dir) for f in fs]
+    if not files:
+        return False
+    names = set(pq.read_schema(_local(files[0])).names)
+    return all(c in names for c in OWN_SINK_EVENT_COLUMNS[:4])
+
+
 def _read_own_sink(query_def, run_dir: Path, scenario: Scenario, checker: IncrementalChecker) -> pd.DataFrame:
     """What a foreachBatch query's own reader returns; with the event columns and a commit time per row the
     checker takes its rows (in commit order) and measures latency from them, as from the Parquet sink's log."""
@@ -370,6 +385,10 @@ def _oracle_checks(query_def, acks: pd.DataFrame, run_dir: Path, scenario: Scena
         outcome.setdefault("latency", "measured: each row's commit_ms from the query's own sink" if all(
             c in own_sink.columns for c in OWN_SINK_EVENT_COLUMNS) else
             f"not measured: read_sink gave no {', '.join(OWN_SINK_EVENT_COLUMNS)} per row")
+    else:
+        outcome.setdefault("latency", "measured: the sink's rows are events (commit time of their batch)"
+                           if _rows_are_events(run_dir / "sink") else
+                           "not measured: the sink's rows are not one per event (no event id, partition, offset)")
     result.oracle = outcome
     return [Check(f"oracle_{query_def.oracle.split(':')[-1]}", bool(outcome.get("ok")), str(outcome.get("detail")))]
 
