@@ -15,12 +15,12 @@ from harness.pytest_plugin import assert_passed
 pytestmark = pytest.mark.integration
 
 JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
-# the upsert shortened: one kill where the query is (mid_batch_timeout_s = 0) at 8 s, when its first batches are in
-# their 8 s of after-write work (the table has their rows, Spark has not committed them); no per-trigger cap, so the
-# restarted driver catches up in one batch
-ONE_KILL = {"producers": {"duration_s": 20},
-            "faults": [{"kind": "driver_kill", "at_s": 8, "mid_batch_timeout_s": 0}],
-            "spark": {"query_params": {"after_write_s": 8.0}, "source_options": {"maxOffsetsPerTrigger": 1_000_000}}}
+# the upsert shortened to one kill that lands after a batch's write: every batch does 20 s of after-write work, so
+# at 16 s the first data batch (planned within the traffic's first seconds, written a few seconds later on a busy
+# machine) is still in flight with its rows in the table; the kill cuts it there. No per-trigger cap: the
+# restarted driver catches up in one batch.
+ONE_KILL = {"producers": {"duration_s": 20}, "faults": [{"kind": "driver_kill", "at_s": 16}],
+            "spark": {"query_params": {"after_write_s": 20.0}, "source_options": {"maxOffsetsPerTrigger": 1_000_000}}}
 
 def acked_ids(run_dir: Path) -> set[tuple[int, int]]:
     acks = load_acks(run_dir / "producers")
@@ -61,7 +61,7 @@ def test_upsert_is_exactly_once_under_a_driver_kill(harness_run):
 @pytest.mark.slow
 def test_upsert_without_the_batch_check_fails_under_the_same_kill(harness_run):
     result = harness_run(JOBS / "upsert" / "scenario.toml", **{**ONE_KILL, "spark": {
-        "query_params": {"after_write_s": 8.0, "skip_applied": False},
+        "query_params": {"after_write_s": 20.0, "skip_applied": False},
         "source_options": {"maxOffsetsPerTrigger": 1_000_000}}})
     assert result.verdict == "fail"
     failed = {c.name for c in result.failed_checks}

@@ -12,7 +12,7 @@ Params:
 - `skip_applied` (default true): skip a batch id the table already has. false is the same job without the check,
   the writer the oracle must catch under the same kills.
 - `after_write_s` (default 0): seconds of further work after the table's transaction (in a real job a
-  notification or a second system; here a sleep; none for a skipped batch). While it runs the rows are in the
+  notification or a second system; here a sleep; none for a skipped or empty batch). While it runs the rows are in the
   table but Spark has not committed the batch: a kill then is the case the batch-id check exists for, and the
   scenario sets 6 s so that most of its driver kills land there.
 
@@ -94,7 +94,7 @@ def write_batch(batch_df, batch_id: int, sink_dir: str, params: dict) -> None:
     """foreachBatch's function (on the driver): the batch's rows collected, upserted by apply_batch."""
     rows = [tuple(r) for r in batch_df.select(*COLUMNS).collect()]
     done = apply_batch(Path(sink_dir) / TABLE, batch_id, rows, skip_applied=bool(params.get("skip_applied", True)))
-    if done == "applied":  # a skipped batch has nothing to follow up
+    if done == "applied" and rows:  # a skipped or empty batch has nothing to follow up
         time.sleep(float(params.get("after_write_s", 0.0)))
 
 
