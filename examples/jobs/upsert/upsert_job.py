@@ -12,9 +12,9 @@ Params:
 - `skip_applied` (default true): skip a batch id the table already has. false is the same job without the check,
   the writer the oracle must catch under the same kills.
 - `after_write_s` (default 0): seconds of further work after the table's transaction (in a real job a
-  notification or a second system; here a sleep; none for a skipped or empty batch). While it runs the rows are in the
-  table but Spark has not committed the batch: a kill then is the case the batch-id check exists for, and the
-  scenario sets 6 s so that most of its driver kills land there.
+  notification or a second system; here a sleep; none for a skipped or empty batch). While it runs the rows are
+  in the table but Spark has not committed the batch: a kill then is the case the batch-id check exists for, and
+  the scenario sets 6 s so that most of its driver kills land there.
 
 The harness's contract for a query that owns its sink (harness.queries): `query.foreach_batch` writes, and
 `query.read_sink` reads the table back for the oracle (upsert_oracle:each_event_once) and, with a commit time per
