@@ -192,3 +192,18 @@ def test_a_four_parameter_oracle_gets_the_final_watermark(tmp_path):
     out = run_oracle("dedup_oracle:each_id_once", DEDUP_ACKS, tmp_path, {},
                      sink=dedup_sink([(0, 0, 10), (0, 1, 20), (1, 0, 11)]))
     assert out["ok"]
+
+
+def test_the_verdict_reads_an_own_sink_through_its_reader_and_hands_the_checker_its_rows(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.checker import IncrementalChecker
+    from harness.verdict import _read_own_sink
+
+    (tmp_path / "sink").mkdir()
+    upsert_job.apply_batch(tmp_path / "sink" / upsert_job.TABLE, 0, BATCH_0)
+    upsert_job.apply_batch(tmp_path / "sink" / upsert_job.TABLE, 1, BATCH_1)
+    scenario = SimpleNamespace(spark=SimpleNamespace(query="upsert_job:query", query_params={}))
+    with IncrementalChecker() as checker:
+        frame = _read_own_sink(resolve("upsert_job:query"), tmp_path, scenario, checker)
+        assert len(frame) == 4 and checker.store.sink_rows == 4  # with a commit time each: latency measurable
