@@ -215,7 +215,8 @@ def _judge(scenario: Scenario, run_dir: Path, state: dict, result: RunResult) ->
                          "target_eps": (target - rate.cumulative(warmup)) / duration if duration else 0.0}
     accuracy, per_second = {}, []
     if fleet:
-        per_second = fleet.per_second()
+        per_second = fleet.per_second({m.directory: round(m.offset_ms / 1000.0) for m in clock_plan.machines
+                                       if m.corrected and m.offset_ms})
         accuracy = rate_accuracy(per_second, rate, fleet.job.get("start_at", 0.0), warmup + duration,
                                  rec.produced)
         (run_dir / "producers" / "per_second.json").write_text(json.dumps(per_second))

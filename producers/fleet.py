@@ -109,15 +109,19 @@ class ProducerFleet:
             out[int(summary["producer"])] = summary
         return [out[i] for i in sorted(out)]
 
-    def per_second(self) -> list[dict]:
-        """All processes' per-second rows merged by second (delivery histograms merged exactly)."""
+    def per_second(self, shift_s: dict[str, int] | None = None) -> list[dict]:
+        """All processes' per-second rows merged by second (delivery histograms merged exactly). `shift_s`: per
+        machine directory (relative to out_dir) the whole seconds its clock runs ahead of the run's (harness.clocks),
+        taken off its rows' seconds so every machine's second t is the same second."""
         merged: dict[int, dict] = {}
         hists: dict[int, list[str]] = {}
         for f in sorted(self.out_dir.rglob("stats-*.jsonl")):
+            shift = (shift_s or {}).get(str(f.parent.relative_to(self.out_dir)), 0)
             for line in f.read_text().splitlines():
                 try:
                     row = json.loads(line)
-                except ValueError:  # a torn last line of a killed process
+                    row["t"] -= shift
+                except (ValueError, KeyError, TypeError):  # a torn last line of a killed process
                     continue
                 m = merged.setdefault(row["t"], {"t": row["t"], "due": 0, "sent": 0, "acked": 0, "failed": 0,
                                                  "buffer_full": 0, "errors": {}})

@@ -134,3 +134,18 @@ def test_a_faults_own_history_at_the_top_is_the_runners_and_collides_with_no_wor
     by = {m.directory: m for m in plan.machines}
     assert by["."].producers == [] and by["."].offset_ms == 0.0 and not by["."].corrected
     assert by["a-1"].producers == [0] and by["a-1"].corrected
+
+
+def test_per_second_rows_of_a_machine_ahead_are_merged_into_the_runs_seconds(tmp_path):
+    from producers.fleet import ProducerFleet
+
+    def row(t, n):
+        return json.dumps({"t": t, "due": n, "sent": n, "acked": n, "failed": 0, "buffer_full": 0, "errors": {}})
+
+    for name, rows in (("a-1", [row(100, 5), row(101, 6)]), ("b-2", [row(400, 7), row(401, 8)])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "stats-0.jsonl").write_text("\n".join(rows) + "\n")
+    fleet = ProducerFleet(tmp_path, None, {"processes": 2})
+    merged = fleet.per_second({"b-2": 300})  # b's clock 300 s ahead: its second 400 is the run's 100
+    assert [(r["t"], r["sent"]) for r in merged] == [(100, 12), (101, 14)]
+    assert [(r["t"], r["sent"]) for r in fleet.per_second()] == [(100, 5), (101, 6), (400, 7), (401, 8)]
