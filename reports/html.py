@@ -323,7 +323,8 @@ def _thin(n: int, most: int = 600) -> int:
 # a role keeps its colour from run to run (the service, the driver's two processes, executors, producers …)
 ROLE_COLORS = {"broker": COLORS[0], "emulator": COLORS[0], "netproxy": COLORS[9], "driver": COLORS[1],
                "driver-jvm": COLORS[2], "executor": COLORS[3], "python-worker": COLORS[4], "producer": COLORS[5],
-               "runner": COLORS[6], "launcher": COLORS[8], "other": COLORS[7]}
+               "runner": COLORS[6], "launcher": COLORS[8], "other": COLORS[7],
+               "spark-master": "#393b79", "spark-worker": "#637939"}  # a standalone cluster's own processes
 
 
 def resources_chart(run: dict, spans, t0: float) -> Chart | None:

@@ -17,8 +17,8 @@ from pathlib import Path
 from harness.jsonl import read_jsonl
 
 MB = 1e6
-ROLE_ORDER = ("broker", "emulator", "netproxy", "driver", "driver-jvm", "executor", "python-worker", "producer",
-              "runner", "launcher", "other")
+ROLE_ORDER = ("broker", "emulator", "netproxy", "spark-master", "spark-worker", "driver", "driver-jvm", "executor",
+              "python-worker", "producer", "runner", "launcher", "other")
 # defaults for a run that says nothing else (a soak states its own): the first minutes of a JVM are heap growth,
 # not a leak, and a slope over less than five minutes of samples is mostly noise
 AFTER_S, MIN_SPAN_S, MAX_GROWTH_MB_PER_H = 120.0, 300.0, 100.0
