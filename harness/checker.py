@@ -16,22 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from harness.checkstore import CheckStore
 from harness.faults.base import LossRange
-from harness.histsummary import Hist, LatencySummary
+from harness.histsummary import LatencySummary
 from harness.sink import _local, batch_log
-from harness.history import load_acks  # noqa: F401  (the history's reader; callers import it from here)
-
-
-def _complete_rows(path: Path) -> io.StringIO | None:
-    """The file up to its last full line: a producer killed mid-write leaves a torn last row, never a lie."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    text = text[: text.rfind("\n") + 1]
-    return io.StringIO(text) if text.count("\n") >= 1 else None
+from harness.history import complete_lines, load_acks  # noqa: F401  (the history's reader; callers import it from here)
 
 
 PLACEMENT_COLUMNS = ["producer", "seq", "partition", "offset"]
@@ -40,8 +32,8 @@ PLACEMENT_COLUMNS = ["producer", "seq", "partition", "offset"]
 def load_placements(placements_dir: Path) -> pd.DataFrame:
     """Where the service stored events whose sends reported no position (Event Hubs), as read from the service
     by a fault just before it removed them (placements/*.csv)."""
-    sources = [src for f in sorted(placements_dir.glob("*.csv")) if (src := _complete_rows(f)) is not None]
-    frames = [pd.read_csv(src, dtype="int64") for src in sources]
+    sources = [data for f in sorted(placements_dir.glob("*.csv")) if (data := complete_lines(f)).count(b"\n") >= 1]
+    frames = [pd.read_csv(io.BytesIO(data), dtype="int64") for data in sources]
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in PLACEMENT_COLUMNS})
     return pd.concat(frames, ignore_index=True).drop_duplicates(["producer", "seq"], keep="last")
@@ -210,11 +202,6 @@ def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected: Expectations | N
         checker.store.add_acks_frame(acks)
         checker.store.add_sink_frame(sink)
         return checker.reconcile(expected, measured_from_ms=measured_from_ms, t0=t0)
-
-
-def percentiles_ms(values_ms: np.ndarray) -> dict[str, float]:
-    """HdrHistogram at microsecond resolution, 3 significant digits, up to one hour (harness.histsummary)."""
-    return Hist.from_ms(np.asarray(values_ms, dtype="float64")).percentiles()
 
 
 @dataclass

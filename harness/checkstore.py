@@ -62,7 +62,7 @@ CREATE TABLE placements(key BIGINT, partition BIGINT, "offset" BIGINT);
 CREATE TABLE unplaced(key BIGINT, a_part INTEGER, a_off BIGINT, s_part BIGINT, s_off BIGINT);
 """
 
-# the microsecond value (percentiles_ms: rint, clipped to [1 us, 1 h]) and its HdrHistogram bucket (3 significant
+# the microsecond value (harness.histsummary: rint, clipped to [1 us, 1 h]) and its HdrHistogram bucket (3 significant
 # digits: the lowest value equivalent to it in HdrHistogram(1, 3_600_000_000, 3), whose sub-buckets are 2048 wide)
 _US = "least(greatest(round_even(({x}) * 1000::DOUBLE, 0), 1), 3600000000)::BIGINT"
 _BUCKET = "(({v} >> greatest(0, floor(log2({v}))::INTEGER - 10)) << greatest(0, floor(log2({v}))::INTEGER - 10))"

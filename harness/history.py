@@ -172,10 +172,15 @@ def _stream_batches(path: Path, mapped: bool = True) -> Iterator[pa.RecordBatch]
         yield batch.cast(ACK_SCHEMA) if batch.schema != ACK_SCHEMA else batch
 
 
-def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    """A legacy CSV ack log up to its last full line (a torn last row is never a lie)."""
+def complete_lines(path: Path) -> bytes:
+    """A CSV file up to its last full line: a process killed mid-write leaves a torn last row, never a lie."""
     data = path.read_bytes()
-    data = data[: data.rfind(b"\n") + 1]
+    return data[: data.rfind(b"\n") + 1]
+
+
+def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """A legacy CSV ack log (header and rows) up to its last full line."""
+    data = complete_lines(path)
     if data.count(b"\n") < 2:
         return
     table = pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(

@@ -1,10 +1,11 @@
-"""Latency distributions of any number of events in fixed size: HdrHistogram buckets counted in SQL.
+"""Latency distributions of any number of events in fixed size: HdrHistogram buckets counted with numpy.
 
-The definition is today's `harness.checker.percentiles_ms`: a value in ms is taken to microseconds (rint),
-clipped to [1 us, 1 h] and recorded in HdrHistogram(1, 3_600_000_000, 3). Every value in one HdrHistogram bucket
-is equivalent (3 significant digits), so counting events per bucket (its lowest equivalent value) is the
-histogram: DuckDB groups the delivered events by bucket, and the percentile walk below is HdrHistogram's
-(get_value_at_percentile, get_max_value), vectorised so per-second and per-window percentiles cost nothing.
+The definition is HdrHistogram's: a value in ms is taken to microseconds (rint), clipped to [1 us, 1 h] and
+recorded in HdrHistogram(1, 3_600_000_000, 3). Every value in one HdrHistogram bucket is equivalent (3 significant
+digits), so counting events per bucket (its lowest equivalent value) is the histogram: the checker counts the
+delivered events per bucket as it matches them (LatencyCounts; harness.checkstore.bucket_sql is the same bucket in
+SQL), and the percentile walk below is HdrHistogram's (get_value_at_percentile, get_max_value), vectorised so
+per-second and per-window percentiles cost nothing.
 """
 from __future__ import annotations
 

@@ -35,30 +35,10 @@ FIGURES: dict[str, tuple[str, bool]] = {
 }
 RELATIVE_FLOOR = 0.01
 UNKNOWN_NOISE = 0.05
-WINDOWS = 10
 
 
 class CompareError(InputError):
     pass
-
-
-# ------------------------------------------------------------------------------------------------ at judge time
-def latency_windows(latency_ms: np.ndarray, intended_ms: np.ndarray, windows: int = WINDOWS) -> list[dict]:
-    """The measured window cut into `windows` equal spans of intended send time, with each span's percentiles:
-    the samples `harness compare` takes a latency figure's noise from."""
-    if len(latency_ms) < windows * 10:
-        return []
-    lo, hi = float(intended_ms.min()), float(intended_ms.max())
-    edges = np.linspace(lo, hi, windows + 1)
-    which = np.clip(np.searchsorted(edges, intended_ms, side="right") - 1, 0, windows - 1)
-    out = []
-    for i in range(windows):
-        values = latency_ms[which == i]
-        if len(values):
-            out.append({"from_ms": float(edges[i]), "n": int(len(values)),
-                        **{k: float(np.percentile(values, q)) for k, q in
-                           (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))}})
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ reading runs

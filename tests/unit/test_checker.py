@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.checker import Expectations, evaluate, percentiles_ms, reconcile
+from harness.checker import Expectations, evaluate, reconcile
+from harness.histsummary import Hist
 from harness.config import ChecksSpec
 from harness.faults import LossRange
 
@@ -78,12 +79,12 @@ def test_misplaced_order_and_unacked_deliveries():
 
 def test_percentiles_use_hdr_with_microsecond_resolution():
     values = np.arange(1, 10001, dtype=float)  # 1..10000 ms
-    p = percentiles_ms(values)
+    p = Hist.from_ms(values).percentiles()
     assert p["p50"] == pytest.approx(5000, rel=1e-3)
     assert p["p99"] == pytest.approx(9900, rel=1e-3)
     assert p["max"] == pytest.approx(10000, rel=1e-3)
-    assert percentiles_ms(np.array([0.25]))["max"] == pytest.approx(0.25, rel=1e-2)
-    assert percentiles_ms(np.array([]))["p99"] == 0.0
+    assert Hist.from_ms(np.array([0.25])).percentiles()["max"] == pytest.approx(0.25, rel=1e-2)
+    assert Hist.from_ms(np.array([])).percentiles()["p99"] == 0.0
 
 
 def test_verdict_fails_on_loss_and_names_the_check():

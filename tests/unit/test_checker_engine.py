@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reference_reconcile as ref
+from reference_windows import latency_windows
 from harness.checker import Expectations, IncrementalChecker, apply_placements, reconcile
 from harness.checkstore import bucket_sql
 from harness.faults import LossRange
 from harness.histsummary import Hist, bucket_us
 from harness.history import ACK_SCHEMA, ack_batches, load_acks
 from harness.sink import read_sink
-from reports.compare import latency_windows
 
 ACK_COLS = ["producer", "seq", "partition", "offset", "intended_ms", "produce_ms", "ack_ms", "error"]
 SINK_COLS = ["producer", "seq", "partition", "offset", "intended_ms", "commit_ms"]
