@@ -32,6 +32,10 @@ def kills(result) -> list[dict]:
     return [f for f in result.faults if f.kind == "driver_kill"]
 
 
+# slow: the kill lands after the first batch's write only when that batch is written within 16 s of the traffic's
+# start; on a loaded machine it is not (a fresh-clone run under load cut the batch before its write, and the
+# idempotence path went unexercised). A deterministic after-write kill needs a fault hook; until then `make test-slow`.
+@pytest.mark.slow
 def test_upsert_is_exactly_once_under_a_driver_kill(harness_run):
     """The foreachBatch writer, idempotent by batch id, its driver SIGKILLed after a batch's write and before
     Spark's commit: Spark hands the batch over again, the writer skips it, every acked event is once in the table
