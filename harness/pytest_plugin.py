@@ -48,6 +48,7 @@ import pytest
 from pydantic import PrivateAttr
 
 from harness.result import RunResult
+from harness.supervisor import log_lines, log_tail
 
 RUN_TIMEOUT_S = 1800.0  # one run's wall-clock bound (a scenario's traffic plus start, drain and the verdict)
 INTERRUPT_GRACE_S = 120.0  # what an interrupted runner gets to stop its processes and write its partial result
@@ -215,21 +216,21 @@ class HarnessRunner:
         except subprocess.TimeoutExpired:
             self.supervisor.stop(child, timeout=INTERRUPT_GRACE_S)
             pytest.fail(f"harness run {arg} did not finish within {timeout:.0f}s (stopped; partial results in "
-                        f"{out}, log {log})\n{_tail(log)}", pytrace=False)
+                        f"{out}, log {log})\n{log_tail(log, 30)}", pytrace=False)
         except BaseException:  # Ctrl-C, pytest-timeout: the runner gets SIGINT, stops its processes and writes
             self.supervisor.stop(child, timeout=INTERRUPT_GRACE_S)  # what it has; then the interrupt goes on
             raise
         self.supervisor.stop(child)  # reaps it and closes its log
         if code == 2:
-            errors = [line[len("error: "):] for line in _lines(log) if line.startswith("error: ")]
-            raise ConfigError("\n".join(errors) or _tail(log))
+            errors = [line[len("error: "):] for line in log_lines(log) if line.startswith("error: ")]
+            raise ConfigError("\n".join(errors) or log_tail(log, 30))
         result_file = out / "result.json"
         if not result_file.is_file():
             if (out / "sweep.json").is_file():
                 raise ConfigError(f"{arg}: a sweep has no single result; harness_run runs one scenario "
                                   f"(its sweep is in {out})")
-            pytest.fail(f"harness run {arg} exited {code} without a result.json (log {log}):\n{_tail(log)}",
-                        pytrace=False)
+            pytest.fail(f"harness run {arg} exited {code} without a result.json (log {log}):\n"
+                        f"{log_tail(log, 30)}", pytrace=False)
         result = HarnessRun.model_validate(json.loads(result_file.read_text(encoding="utf-8")))
         if not result.run_dir:
             result.run_dir = str(out)
@@ -237,16 +238,6 @@ class HarnessRunner:
         result._log_path = log
         return result
 
-
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-
-
-def _tail(path: Path, n: int = 30) -> str:
-    return "\n".join(_lines(path)[-n:])
 
 
 # -- the Event Hubs emulator ---------------------------------------------------------------------------------------

@@ -160,3 +160,15 @@ def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "co
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def log_lines(path: Path) -> list[str]:
+    """A child's log as lines (none when it never wrote one): what start-up errors quote."""
+    try:
+        return Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def log_tail(path: Path, n: int = 20) -> str:
+    return "\n".join(log_lines(path)[-n:])

@@ -13,7 +13,7 @@ from typing import Any
 from harness import atomic
 from harness.backends.base import BackendError
 from harness.backends.eventhubs.common import EventHubsBackendBase
-from harness.supervisor import Child, Supervisor
+from harness.supervisor import Child, Supervisor, log_lines, log_tail
 
 
 class EmulatedEventHubs(EventHubsBackendBase):
@@ -56,10 +56,10 @@ class EmulatedEventHubs(EventHubsBackendBase):
         deadline = time.monotonic() + timeout
         while not (self._conn and self.control_url and "wss_port" in self.endpoints):
             if not self.child.alive():
-                raise BackendError(f"the Event Hubs emulator exited during start-up:\n{_tail(log)}")
+                raise BackendError(f"the Event Hubs emulator exited during start-up:\n{log_tail(log)}")
             if time.monotonic() > deadline:
                 raise BackendError(f"the Event Hubs emulator did not report its ports within {timeout:.0f}s")
-            for line in _lines(log):
+            for line in log_lines(log):
                 key, _, value = line.partition("=")
                 if key == "connection_string":
                     self._conn = value
@@ -99,13 +99,3 @@ class EmulatedEventHubs(EventHubsBackendBase):
         return {"kind": self.kind, "mode": "emulator", "send": self.send_mode, "endpoint": self._conn.split(";")[0],
                 **self.endpoints}
 
-
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-
-
-def _tail(path: Path, n: int = 20) -> str:
-    return "\n".join(_lines(path)[-n:])
