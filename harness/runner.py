@@ -21,7 +21,7 @@ from pathlib import Path
 from harness import atomic
 from harness.backends import make_backend
 from harness.backends.base import Backend
-from harness.config import Scenario, load_scenario
+from harness.config import Scenario, is_cluster_master, load_scenario
 from harness.console import Console
 from harness.context import RunContext
 from harness.errors import InputError
@@ -30,7 +30,6 @@ from harness.faults.base import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
-from harness.config import is_cluster_master
 from harness.spark.cluster import CLUSTER_KEY, code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
 from harness.supervisor import Supervisor
