@@ -372,6 +372,11 @@ def _check_query(scenario: Scenario, path: Path) -> None:
     problem = query.check_params(scenario.spark.query_params)
     if problem:
         raise ConfigError(f"{path}: spark.query_params: {problem}")
+    for i, fault in enumerate(scenario.faults):
+        if getattr(fault, "after_sink_write", False) and query.foreach_batch is None:
+            raise ConfigError(f"{path}: faults.{i}.after_sink_write: true needs a query that owns its sink "
+                              f"(foreach_batch, harness.queries); {scenario.spark.query} writes to the harness's "
+                              "file sink, which has no write of its own to kill after")
 
 
 def _resolve_replay_paths(spec: BaseModel, base: Path) -> None:

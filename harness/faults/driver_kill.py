@@ -16,10 +16,11 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
+from harness.spark import sinkhold
 
 T = TypeVar("T")
 CATCH_UP = ("once", "availableNow")
@@ -155,6 +156,17 @@ class DriverKillOptions(FaultOptions):
         "wait this long for a batch the running process planned to be in flight and kill then, then as long again "
         "for any batch in flight (the one a restarted query re-runs); 0 kills at once wherever the query is. With no "
         "batch in flight in time the fault fails rather than pretend"))
+    after_sink_write: bool = Field(False, description=(
+        "for a query that owns its sink (foreachBatch): kill the driver right after the query's writer returned for "
+        "a batch planned after the fault began and before Spark commits it, the moment a sink idempotent by batch "
+        "id exists for. The driver holds itself there (harness.spark.sinkhold); the fault waits for that "
+        "(the query's start-up, then mid_batch_timeout_s) and fails rather than kill anywhere else"))
+
+    @model_validator(mode="after")
+    def _after_write_waits(self):
+        if self.after_sink_write and self.mid_batch_timeout_s == 0:
+            raise ValueError("after_sink_write waits for a batch's write: mid_batch_timeout_s must be above 0")
+        return self
 
 
 @register
@@ -168,6 +180,8 @@ class DriverKill(Fault):
 
     def inject(self, ctx) -> dict:
         self.effect.query_down = True
+        if self.options.after_sink_write:
+            return self._kill_after_sink_write(ctx)
         status = wait_running(ctx, ctx.scenario.spark.start_timeout_s)
         before = {"offset_log_last": (ctx.offset_log() or [None])[-1],
                   "commit_log_last": (ctx.commit_log() or [None])[-1]}
@@ -198,6 +212,36 @@ class DriverKill(Fault):
                 "recovery_batch": _planned_at(ctx, batch) < started,  # planned by the process killed before
                 "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
                 "exit_code": code, "query_started_at": status.get("at"), "kills_so_far": ctx.query.kills}
+
+    def _kill_after_sink_write(self, ctx) -> dict:
+        """Ask the driver to hold after its next batch's write (harness.spark.sinkhold), kill it held there."""
+        control, t0 = ctx.query.control, time.monotonic()
+        # a batch planned from now on: not the one a restarting driver re-runs from an earlier kill
+        from_batch = (ctx.offset_log() or [-1])[-1] + 1
+        wait_s = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
+        sinkhold.request(control, from_batch, timeout_s=wait_s + 30)
+        try:
+            def holding():
+                child, hold = ctx.query.child, sinkhold.held(control)
+                if hold and child is not None and child.alive() and hold["pid"] == child.pid \
+                        and hold["batch"] == batch_in_flight(ctx):
+                    return hold
+                return None
+
+            try:
+                hold = ctx.wait_for(holding, wait_s, "the driver to hold after a batch's write", interval=0.05)
+            except TimeoutError:
+                raise FaultError(f"no batch from {from_batch} on was written within {wait_s:g}s (the query's "
+                                 "start-up and mid_batch_timeout_s): the driver was not killed") from None
+            # released before the restart can happen: the successor re-runs this batch and must not hold again
+            code = ctx.query.kill(then=lambda: sinkhold.release(control))
+        finally:
+            sinkhold.release(control)
+        batch = int(hold["batch"])
+        return {"mid_batch": not (ctx.checkpoint / "commits" / str(batch)).exists(), "after_sink_write": True,
+                "batch": batch, "written_at": hold["at"], "offset_log_last": batch,
+                "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
+                "exit_code": code, "kills_so_far": ctx.query.kills}
 
     def heal(self, ctx) -> dict:
         return {}  # the runner's supervision restarts the query from its checkpoint

@@ -317,7 +317,8 @@ def _start(spark, job: dict):
     writer = (out.writeStream.outputMode(job["output_mode"]).queryName(job["query_name"])
               .option("checkpointLocation", job["checkpoint"]))
     if query_def.foreach_batch is not None:  # the query owns its sink (harness.queries: the contract)
-        writer = writer.foreachBatch(own_sink(query_def.foreach_batch, job["sink_path"], params))
+        writer = writer.foreachBatch(own_sink(query_def.foreach_batch, job["sink_path"], params,
+                                              Path(job["run_dir"]) / "control"))
     else:
         writer = writer.format(job["sink"]).option("path", job["sink_path"])
     trigger = job["trigger"]
@@ -332,13 +333,17 @@ def _start(spark, job: dict):
     return query
 
 
-def own_sink(write, sink_dir: str, params: dict):
+def own_sink(write, sink_dir: str, params: dict, control: Path):
     """foreachBatch's function for a query that owns its sink: its writer with the run's sink directory (created
-    here, empty on a first start) and its params."""
+    here, empty on a first start) and its params; then the failpoint a `driver_kill` with `after_sink_write`
+    holds the driver at (harness.spark.sinkhold)."""
+    from harness.spark.sinkhold import hold_if_requested
+
     Path(sink_dir).mkdir(parents=True, exist_ok=True)
 
     def write_batch(batch_df, batch_id):
         write(batch_df, int(batch_id), sink_dir, params)
+        hold_if_requested(control, int(batch_id))
 
     return write_batch
 

@@ -41,6 +41,35 @@ def test_external_backend_uses_the_given_cluster(kafka, tmp_path, supervisor):
     assert kafka.admin().list_topics(timeout=10).brokers
 
 
+def test_external_backend_refuses_to_delete_a_topic_already_there_unless_told(kafka, tmp_path, supervisor):
+    """A user's cluster keeps its topics: a stream name already taken stops the run before anything is touched;
+    `existing_topic = "recreate"` lets the run start from an empty topic of that name. Read back with the
+    broker's own admin and a consumer of the test's."""
+    from confluent_kafka import Producer
+
+    from harness.backends.kafka.spec import KafkaSpec
+    from harness.errors import InputError
+
+    topic = f"taken-{uuid.uuid4().hex[:6]}"
+    kafka.create_stream(topic, 3, {})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    producer.produce(topic, b"theirs", partition=1)
+    assert producer.flush(30) == 0
+    spec = dict(mode="external", bootstrap_servers=kafka.bootstrap)
+    refusing = KafkaSpec(**spec).build(None)
+    refusing.start(tmp_path, supervisor)
+    with pytest.raises(InputError, match=f"stream.name = '{topic}' is already a topic on "
+                                         f"{kafka.bootstrap}.*backend.existing_topic = \"recreate\""):
+        refusing.create_stream(topic, 2, {})
+    assert kafka.end_offsets(topic) == {0: 0, 1: 1, 2: 0}  # untouched: partitions and the record
+    recreating = KafkaSpec(**spec, existing_topic="recreate").build(None)
+    recreating.start(tmp_path, supervisor)
+    recreating.create_stream(topic, 2, {})
+    assert kafka.end_offsets(topic) == {0: 0, 1: 0}
+    refusing.stop()
+    recreating.stop()
+
+
 def test_container_backend_says_clearly_when_no_docker_engine_answers(tmp_path, supervisor, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(BackendError, match="needs Docker: .*use mode = 'embedded'"):

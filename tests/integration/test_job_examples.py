@@ -15,12 +15,11 @@ from harness.pytest_plugin import assert_passed
 pytestmark = pytest.mark.integration
 
 JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
-# the upsert shortened to one kill that lands after a batch's write: every batch does 20 s of after-write work, so
-# at 16 s the first data batch (planned within the traffic's first seconds, written a few seconds later on a busy
-# machine) is still in flight with its rows in the table; the kill cuts it there. No per-trigger cap: the
-# restarted driver catches up in one batch.
-ONE_KILL = {"producers": {"duration_s": 20}, "faults": [{"kind": "driver_kill", "at_s": 16}],
-            "spark": {"query_params": {"after_write_s": 20.0}, "source_options": {"maxOffsetsPerTrigger": 1_000_000}}}
+# the upsert shortened to one kill, held after the write of the first batch planned from 8 s on (driver_kill's
+# after_sink_write), so it lands between the table's commit and Spark's however busy the machine is
+ONE_KILL = {"producers": {"duration_s": 20},
+            "faults": [{"kind": "driver_kill", "at_s": 8, "after_sink_write": True, "mid_batch_timeout_s": 30}]}
+
 
 def acked_ids(run_dir: Path) -> set[tuple[int, int]]:
     acks = load_acks(run_dir / "producers")
@@ -32,10 +31,6 @@ def kills(result) -> list[dict]:
     return [f for f in result.faults if f.kind == "driver_kill"]
 
 
-# slow: the kill lands after the first batch's write only when that batch is written within 16 s of the traffic's
-# start; on a loaded machine it is not (a fresh-clone run under load cut the batch before its write, and the
-# idempotence path went unexercised). A deterministic after-write kill needs a fault hook; until then `make test-slow`.
-@pytest.mark.slow
 def test_upsert_is_exactly_once_under_a_driver_kill(harness_run):
     """The foreachBatch writer, idempotent by batch id, its driver SIGKILLed after a batch's write and before
     Spark's commit: Spark hands the batch over again, the writer skips it, every acked event is once in the table
@@ -54,8 +49,8 @@ def test_upsert_is_exactly_once_under_a_driver_kill(harness_run):
     # before the kill (its transaction's time), so Spark's re-run of it reached the writer, which skipped it
     (kill,) = kills(result)
     cut = kill.detail["inject_batch"]
-    assert kill.detail["inject_mid_batch"] and cut in batches, kill.detail
-    assert batches[cut][0] < kill.injected_at * 1000.0, "the kill came before the batch's write"
+    assert kill.detail["inject_after_sink_write"] and kill.detail["inject_mid_batch"] and cut in batches, kill.detail
+    assert batches[cut][0] <= kill.detail["inject_written_at"] * 1000.0, "the kill came before the batch's write"
     assert batches[cut][1] == 1  # handed over once more, skipped
     assert (run_dir / "checkpoint" / "commits" / str(cut)).exists()  # and then committed by the new driver
     assert result.oracle["batches_redelivered"] == 1
@@ -64,9 +59,8 @@ def test_upsert_is_exactly_once_under_a_driver_kill(harness_run):
 
 @pytest.mark.slow
 def test_upsert_without_the_batch_check_fails_under_the_same_kill(harness_run):
-    result = harness_run(JOBS / "upsert" / "scenario.toml", **{**ONE_KILL, "spark": {
-        "query_params": {"after_write_s": 20.0, "skip_applied": False},
-        "source_options": {"maxOffsetsPerTrigger": 1_000_000}}})
+    result = harness_run(JOBS / "upsert" / "scenario.toml", **ONE_KILL,
+                         spark={"query_params": {"skip_applied": False}})
     assert result.verdict == "fail"
     failed = {c.name for c in result.failed_checks}
     assert failed == {"oracle_each_event_once"}, result.failure_message()
@@ -81,6 +75,8 @@ def test_upsert_scenario_passes_under_three_kills(harness_run):
     result = harness_run(JOBS / "upsert" / "scenario.toml")
     assert_passed(result)
     assert result.query.kills == 3 and result.oracle["max_version"] == 1
+    cut = [k.detail["inject_batch"] for k in kills(result) if k.detail.get("inject_after_sink_write")]
+    assert len(set(cut)) == 3 and result.oracle["batches_redelivered"] == 3  # three batches, each skipped once
 
 
 @pytest.mark.slow

@@ -11,10 +11,9 @@ written twice shows as version 2: exactly-once means version 1 for every event.
 Params:
 - `skip_applied` (default true): skip a batch id the table already has. false is the same job without the check,
   the writer the oracle must catch under the same kills.
-- `after_write_s` (default 0): seconds of further work after the table's transaction (in a real job a
-  notification or a second system; here a sleep; none for a skipped or empty batch). While it runs the rows are
-  in the table but Spark has not committed the batch: a kill then is the case the batch-id check exists for, and
-  the scenario sets 6 s so that most of its driver kills land there.
+
+The scenario kills the driver with `driver_kill`'s `after_sink_write`: right after this writer returns for a
+batch and before Spark commits it, the moment the batch-id check exists for.
 
 The harness's contract for a query that owns its sink (harness.queries): `query.foreach_batch` writes, and
 `query.read_sink` reads the table back for the oracle (upsert_oracle:each_event_once) and, with a commit time per
@@ -40,7 +39,7 @@ CREATE TABLE IF NOT EXISTS batches (batch_id INTEGER PRIMARY KEY, rows INTEGER N
 UPSERT = """INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (producer, seq) DO UPDATE SET
     version = version + 1, intended_ms = excluded.intended_ms, partition = excluded.partition,
     "offset" = excluded."offset", batch_id = excluded.batch_id, committed_ms = excluded.committed_ms"""
-PARAMS = {"skip_applied": True, "after_write_s": 0.0}
+PARAMS = {"skip_applied": True}
 
 
 def check(params: dict) -> str | None:
@@ -49,9 +48,6 @@ def check(params: dict) -> str | None:
         return f"{unknown} not known to upsert_job; allowed: {', '.join(PARAMS)}"
     if not isinstance(params.get("skip_applied", True), bool):
         return f"skip_applied = {params['skip_applied']!r}: true or false"
-    after = params.get("after_write_s", 0.0)
-    if isinstance(after, bool) or not isinstance(after, (int, float)) or not 0 <= after <= 60:
-        return f"after_write_s = {after!r}: seconds between 0 and 60"
     return None
 
 
@@ -93,9 +89,7 @@ def apply_batch(path: Path, batch_id: int, rows: list[tuple], skip_applied: bool
 def write_batch(batch_df, batch_id: int, sink_dir: str, params: dict) -> None:
     """foreachBatch's function (on the driver): the batch's rows collected, upserted by apply_batch."""
     rows = [tuple(r) for r in batch_df.select(*COLUMNS).collect()]
-    done = apply_batch(Path(sink_dir) / TABLE, batch_id, rows, skip_applied=bool(params.get("skip_applied", True)))
-    if done == "applied" and rows:  # a skipped or empty batch has nothing to follow up
-        time.sleep(float(params.get("after_write_s", 0.0)))
+    apply_batch(Path(sink_dir) / TABLE, batch_id, rows, skip_applied=bool(params.get("skip_applied", True)))
 
 
 def read_table(sink_dir, params: dict | None = None) -> pd.DataFrame:

@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.backends.base import Backend, BackendError, SparkSource
 from harness.backends.kafka import security as sec
+from harness.errors import InputError
 
 
 CLIENT_LOG = logging.getLogger("harness.kafka.client")
@@ -78,12 +79,18 @@ class KafkaBackendBase(Backend):
         raise BackendError(f"Kafka at {self.bootstrap} not ready after {timeout:.0f}s ({last})")
 
     replication = 1  # topic replication factor; -1 = the cluster's default
+    existing_topic = "recreate"  # the harness's own brokers; on a user's cluster "refuse" unless told (spec)
 
     def create_stream(self, name: str, partitions: int, config: dict[str, str],
                       replication: int | None = None) -> None:
         replication = self.replication if replication is None else replication
         admin = self.admin()
         if name in admin.list_topics(timeout=10).topics:
+            if self.existing_topic != "recreate":
+                raise InputError(
+                    f"refused before any traffic: stream.name = {name!r} is already a topic on {self.bootstrap}; "
+                    "the run would delete it and its records to start from an empty topic. Give stream.name a "
+                    "topic of the run's own, or set backend.existing_topic = \"recreate\" if it may go")
             for fut in admin.delete_topics([name], operation_timeout=30).values():
                 fut.result()
             self._wait(lambda: name not in admin.list_topics(timeout=10).topics, f"deletion of topic {name}")

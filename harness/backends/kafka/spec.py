@@ -33,6 +33,10 @@ class KafkaSpec(BackendSpec):
     nodes: int = Field(1, ge=1, le=5, description="embedded broker nodes (3 for broker-kill faults)")
     heap_mb: int = Field(512, ge=128, le=4096)
     bootstrap_servers: str | None = Field(None, description="required with mode = external")
+    existing_topic: Literal["refuse", "recreate"] = Field("refuse", description=(
+        "external: when stream.name is already a topic on the cluster, \"refuse\" the run (exit 2, nothing touched) "
+        "or \"recreate\" it (deleted with its records, then created anew: a topic of an earlier harness run). The "
+        "harness's own brokers always start empty"))
     broker: dict[str, Scalar] = Field(default_factory=dict, description="extra server.properties (embedded)")
     proxy: bool = Field(False, strict=True, description=(
         "embedded: the query's Kafka connections go through the loopback TCP proxy (harness.netproxy) without any "
@@ -143,6 +147,7 @@ class KafkaSpec(BackendSpec):
             from harness.backends.kafka.external import ExternalKafka
 
             backend = ExternalKafka(self.bootstrap_servers or "")
+            backend.existing_topic = self.existing_topic
         else:
             from harness.backends.kafka.container import ContainerKafka
 
