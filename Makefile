@@ -54,7 +54,7 @@ browser:
 	command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "make browser: chromium installed but $(CHROMIUM) is not on PATH"; exit 2; }
 
 test: setup browser
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q
 
 test-slow: setup browser
 	$(PY) -m pytest -q -m slow
