@@ -9,8 +9,9 @@ from harness.supervisor import Supervisor
 
 class ExternalKafka(KafkaBackendBase):
     replication = -1  # the cluster's own default.replication.factor
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, existing_topic: str = "refuse"):
         self.bootstrap = bootstrap
+        self.existing_topic = existing_topic  # a topic of the stream's name already there: refused unless "recreate"
 
     def start(self, run_dir: Path, supervisor: Supervisor) -> None:
         self.wait_ready(1, timeout=30)

@@ -146,8 +146,7 @@ class KafkaSpec(BackendSpec):
         elif self.mode == "external":
             from harness.backends.kafka.external import ExternalKafka
 
-            backend = ExternalKafka(self.bootstrap_servers or "")
-            backend.existing_topic = self.existing_topic
+            backend = ExternalKafka(self.bootstrap_servers or "", self.existing_topic)
         else:
             from harness.backends.kafka.container import ContainerKafka
 
