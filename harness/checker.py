@@ -11,7 +11,6 @@ row whose event was never acked is a defect too.
 """
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,39 +19,10 @@ import pandas as pd
 import pyarrow as pa
 
 from harness.checkstore import CheckStore
-from harness.faults.base import LossRange
+from harness.effects import LossRange
 from harness.histsummary import LatencySummary
 from harness.sink import _local, batch_log
-from harness.history import complete_lines, load_acks  # noqa: F401  (the history's reader; callers import it from here)
-
-
-PLACEMENT_COLUMNS = ["producer", "seq", "partition", "offset"]
-
-
-def load_placements(placements_dir: Path) -> pd.DataFrame:
-    """Where the service stored events whose sends reported no position (Event Hubs), as read from the service
-    by a fault just before it removed them (placements/*.csv)."""
-    sources = [data for f in sorted(placements_dir.glob("*.csv")) if (data := complete_lines(f)).count(b"\n") >= 1]
-    frames = [pd.read_csv(io.BytesIO(data), dtype="int64") for data in sources]
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in PLACEMENT_COLUMNS})
-    return pd.concat(frames, ignore_index=True).drop_duplicates(["producer", "seq"], keep="last")
-
-
-def apply_placements(acks: pd.DataFrame, placements: pd.DataFrame) -> pd.DataFrame:
-    """Acks that report no offset (or no partition: round-robin sends) take the service's placement, so loss
-    ranges in the service's positions apply to them; a partition an ack did name is never overwritten."""
-    if not len(placements) or not len(acks):
-        return acks
-    placed = acks[["producer", "seq"]].astype("int64").merge(
-        placements, on=["producer", "seq"], how="left")
-    known = placed["offset"].notna().to_numpy()
-    out = acks.copy()
-    no_offset = known & (out["offset"].to_numpy() < 0)
-    out.loc[no_offset, "offset"] = placed.loc[no_offset, "offset"].astype("int64").to_numpy()
-    no_partition = known & (out["partition"].to_numpy() < 0)
-    out.loc[no_partition, "partition"] = placed.loc[no_partition, "partition"].astype("int32").to_numpy()
-    return out
+from harness.history import load_acks  # noqa: F401  (the history's reader; callers import it from here)
 
 
 @dataclass

@@ -19,7 +19,7 @@ EXIT_BAD_INPUT = 2
 
 def _cmd_run(args) -> int:
     from harness.console import Console
-    from harness.runner import run
+    from harness.commands.run import run
 
     outcome = run(args.scenario, args.set, Path(args.out) if args.out else None,
                   Console(quiet=True if args.quiet else None))
@@ -27,7 +27,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_capacity(args) -> int:
-    from harness.capacity import run_capacity
+    from harness.commands.capacity import run_capacity
     from harness.console import Console
 
     outcome = run_capacity(args.scenario, args.set, Path(args.out) if args.out else None,
@@ -38,7 +38,7 @@ def _cmd_capacity(args) -> int:
 
 def _cmd_soak(args) -> int:
     from harness.console import Console
-    from harness.soak.command import soak
+    from harness.commands.soak import soak
 
     outcome = soak(args.scenario, duration=args.duration, seed=args.seed, fail_fast=args.fail_fast,
                    replay=Path(args.replay) if args.replay else None,
@@ -125,7 +125,7 @@ def _cmd_report(args) -> int:
         except (OSError, ValueError) as exc:
             raise InputError(f"{path}: not readable JSON: {exc}") from None
         if name == "sweep.json":
-            from harness.sweep import write_sweep_reports
+            from harness.commands.sweep import write_sweep_reports
 
             write_sweep_reports(run_dir, data)
             for out in (run_dir / "sweep.md", run_dir / "sweep.html"):
@@ -242,7 +242,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
     r.set_defaults(func=_cmd_run)
 
-    from harness import capacity as cap
+    from harness.commands import capacity as cap
 
     cp = sub.add_parser("capacity", help="the highest constant rate the query sustains (ramp, then bisect), "
                         "and what bounded it")

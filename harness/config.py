@@ -203,7 +203,7 @@ class Scenario(Strict):
     faults: list[options_union()] = Field(default_factory=list, description="[[faults]]: harness.faults")  # type: ignore[valid-type]
     soak: SoakSpec | None = Field(None, description="[soak]: live checks, resources, disk budget (harness soak)")
     sweep: dict[str, list[Scalar]] = Field(default_factory=dict, description="[sweep]: dotted key -> values; "
-                                           "`harness run` runs every combination (harness.sweep)")
+                                           "`harness run` runs every combination (harness.commands.sweep)")
 
     @field_validator("sweep", mode="before")
     @classmethod

@@ -115,8 +115,8 @@ class LatencySummary:
     warmup_latency: Hist = field(default_factory=Hist)
     warmup_delivered: int = 0
     windows: list[dict] = field(default_factory=list)  # reports.compare.latency_windows' shape
-    per_second: dict = field(default_factory=dict)  # reports.series: latency per second of intended time
-    curve: list[list[float]] = field(default_factory=list)  # reports.series: the measured percentile curve
+    per_second: dict = field(default_factory=dict)  # harness.analysis.series: latency per second of intended time
+    curve: list[list[float]] = field(default_factory=list)  # harness.analysis.series: the measured percentile curve
 
 
 def windows_from(edges: np.ndarray, window: np.ndarray, values_us: np.ndarray, counts: np.ndarray) -> list[dict]:
@@ -222,7 +222,7 @@ def summarize(chunks: Callable[[], Iterable[Chunk]], measured_from_ms: float | N
     measured window's (intended at or after measured_from_ms; all without one) and the warm-up's, the measured
     window cut in `windows` spans of intended time (reports.compare latency_windows: fewer than 10 events a window
     gives none), and per second since t0 of intended time (all events) with the events made visible per second of
-    commit time (reports.series). `chunks()` gives the events a chunk at a time (bucket indexes: bucket_index);
+    commit time (harness.analysis.series). `chunks()` gives the events a chunk at a time (bucket indexes: bucket_index);
     it is called twice, as the spans need the measured window's extent first. Bounded memory at any size: every
     figure is a count per bucket (bincounts), per second only as many rows as seconds times buckets seen."""
     edges = window_edges(measured_extent((c[0] for c in chunks()), measured_from_ms), windows)

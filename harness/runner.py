@@ -25,18 +25,19 @@ from harness.config import Scenario, is_cluster_master, load_scenario
 from harness.console import Console
 from harness.context import RunContext
 from harness.errors import InputError
-from harness.faults import FAULTS
-from harness.faults.base import Effect
+from harness.faults import FAULTS, fault_for
+from harness.effects import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
+from harness.soak.plan import resolve as resolve_soak
 from harness.spark.cluster import CLUSTER_KEY, code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
 from harness.supervisor import Supervisor
 from harness.timeline import Timeline
 from harness.verdict import judge
 from producers.fleet import ProducerFleet
-from reports.lag import LagSampler
+from harness.lag_sampler import LagSampler
 from reports.ci import junit_xml, summary_markdown
 from reports.report import write_reports
 
@@ -61,18 +62,16 @@ def new_run_dir(name: str, out: Path | None) -> Path:
     return path
 
 
-def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
-        console: Console | None = None) -> RunOutcome:
+def run_one(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
+            console: Console | None = None) -> RunOutcome:
+    """One run of a scenario file with `overrides` applied: what `harness run` does for a scenario without a
+    `[sweep]`, and what a sweep's combination or a capacity trial is. A `[sweep]` table is the sweep command's
+    (harness.commands.sweep), not the pipeline's: here the scenario runs once with its swept keys as written. A
+    soak's random fault plan is drawn now and recorded (harness.soak.plan)."""
     scenario, path, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
-    console = console or Console()
-    if scenario.sweep:
-        from harness.sweep import run_sweep
-
-        return run_sweep(scenario, name_or_path, list(overrides or []), out, console)
-    if scenario.soak is not None:  # its random fault plan is drawn now and recorded (harness.soak.plan)
-        from harness.soak.plan import resolve
-
-        scenario = resolve(scenario)
+    scenario = scenario.model_copy(update={"sweep": {}})
+    if scenario.soak is not None:
+        scenario = resolve_soak(scenario)
     return run_scenario(scenario, path, overrides, out, console)
 
 
@@ -149,6 +148,8 @@ def start_backend(ctx: RunContext) -> None:
     the broker starts, and waits for the source options start_query hands it."""
     s = ctx.scenario
     ctx.timeline.add("run_started")
+    ctx.backend.required = [(f"faults.{i} ({o.kind})", needs) for i, o in enumerate(s.faults)
+                            if (needs := fault_for(o).needs())]
     s.backend.prepare(ctx)  # e.g. Kafka's proxy; a fault needing the same thing finds it in place
     for kind in dict.fromkeys(f.kind for f in s.faults):
         FAULTS[kind].prepare(ctx, [f for f in s.faults if f.kind == kind])

@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 
 from harness import atomic, clocks
-from harness.checker import (Check, Expectations, IncrementalChecker, apply_placements, evaluate,
-                             load_placements)
+from harness.checker import Check, Expectations, IncrementalChecker, evaluate
+from harness.placements import apply_placements, load_placements
 from harness.config import Scenario
-from harness.faults.base import FAULT_PRODUCER_BASE, Effect
+from harness.effects import FAULT_PRODUCER_BASE, Effect
 from harness.faults.nemesis import recorded_faults
 from harness.jsonl import read_jsonl
 from harness.queries import resolve
@@ -27,13 +27,15 @@ from harness.soak.checks import soak_checks
 from harness.spark import checkpoint as ckpt
 from producers.fleet import ProducerFleet
 from producers.rates import make_rate, warmed_up
-from reports.consumers import consumer_summary, read_connections
-from reports.lag import epoch_s, lag_series, lag_summary
-from reports.source_tasks import read_tasks, source_summary
-from reports.spark_tasks import placement_summary, placement_tasks
-from reports.resources import load as load_resources, summarize as summarize_resources
-from reports.series import build_series
-from reports.report import batch_stats, parse_offsets, rate_accuracy, skew_section
+from harness.analysis.consumers import consumer_summary, read_connections
+from harness.analysis.progress import epoch_s
+from harness.analysis.lag import lag_series, lag_summary
+from harness.analysis.source_tasks import read_tasks, source_summary
+from harness.analysis.spark_tasks import placement_summary, placement_tasks
+from harness.analysis.resources import load as load_resources, summarize as summarize_resources
+from harness.analysis.series import build_series
+from harness.analysis.progress import batch_stats, parse_offsets
+from harness.analysis.producers import rate_accuracy, skew_section
 
 SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
 EVENT_RULES = {"no_loss", "no_duplicates", "offsets_match", "no_unacked_deliveries", "order", "drained"}

@@ -15,7 +15,7 @@ from typing import Any
 from reports.charts import COLORS, Chart, ms_axis, nines, nines_axis, thousands
 from reports.compare import FIGURES, _fmt, _fmt_change, _overrides
 from reports.html import CSS, _table
-from reports.series import dense_seconds
+from harness.analysis.series import dense_seconds
 
 # sweep figures on the swept axis: (key in sweep.json runs, title, is latency)
 SWEPT = (("process_rps", "Spark rows/s of busy batch time", False), ("latency_p99_ms", "latency p99", True),

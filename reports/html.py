@@ -19,8 +19,8 @@ import numpy as np
 
 from harness.jsonl import read_jsonl
 from reports.charts import COLORS, Chart, human_ms, ms_axis, nines, nines_axis, shade_faults, thousands
-from reports.lag import epoch_s
-from reports.series import dense_seconds
+from harness.analysis.progress import epoch_s
+from harness.analysis.series import dense_seconds
 
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 PHASE_COLORS = dict(zip(PHASES + ("other",), COLORS))  # a phase keeps its colour whichever phases a run shows
@@ -329,7 +329,7 @@ ROLE_COLORS = {"broker": COLORS[0], "emulator": COLORS[0], "netproxy": COLORS[9]
 
 def resources_chart(run: dict, spans, t0: float) -> Chart | None:
     """RSS and CPU cores per role over time (harness.resources' samples; reports.resources sums them)."""
-    from reports.resources import MB, cpu_intervals, role_rss
+    from harness.analysis.resources import MB, cpu_intervals, role_rss
 
     samples = run["resources"]
     rss = role_rss(samples)
@@ -362,7 +362,7 @@ def resources_chart(run: dict, spans, t0: float) -> Chart | None:
 
 def disk_chart(run: dict, spans, t0: float) -> Chart | None:
     """The run directory's allocated bytes over time, stacked by top-level entry (sink, checkpoint, services…)."""
-    from reports.resources import MB, disk_series
+    from harness.analysis.resources import MB, disk_series
 
     series = disk_series(run["resources"])
     if not series:
@@ -425,7 +425,7 @@ def summary_words(result: dict) -> str:
 def resources_html(run: dict) -> str:
     """The resource figures per role and the leak verdicts, as tables (result.json's `resources`, or computed from
     resources.jsonl for a run judged before there was one)."""
-    from reports.resources import MB, summarize
+    from harness.analysis.resources import MB, summarize
 
     summary = run["result"].get("resources") or summarize(run["resources"])
     if not summary.get("roles"):

@@ -1,80 +1,9 @@
 """report.md: one page a person reads after a run, built only from what the run directory holds."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import numpy as np
-
 from harness.jsonl import read_jsonl
-
-from producers.skew import skew_figures
-
-PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
-
-
-def parse_offsets(value) -> dict[str, dict[str, int]]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _lag(source: dict) -> int | None:
-    """Rows available but not yet read after this batch: latestOffset - endOffset, summed over partitions."""
-    latest, end = parse_offsets(source.get("latestOffset")), parse_offsets(source.get("endOffset"))
-    if not latest or not end:
-        return None
-    total = 0
-    for stream, parts in latest.items():
-        for p, off in parts.items():
-            total += max(0, int(off) - int(end.get(stream, {}).get(p, off)))
-    return total
-
-
-def batch_stats(progress: list[dict]) -> dict:
-    """Per-batch timings and lag from StreamingQueryProgress records (only batches that read rows count)."""
-    data = [p for p in progress if p.get("numInputRows", 0) > 0]
-    rows = sum(p["numInputRows"] for p in data)
-    busy_ms = sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in data)
-    out: dict = {"count": len({p.get("batchId") for p in progress}), "with_data": len(data), "input_rows": rows,
-                 "process_rps": rows / (busy_ms / 1000.0) if busy_ms else 0.0, "duration_ms": {}}
-    for phase in PHASES:
-        values = np.array([p.get("durationMs", {}).get(phase, 0) for p in data], dtype=float)
-        if len(values):
-            out["duration_ms"][phase] = {"p50": float(np.percentile(values, 50)),
-                                         "p99": float(np.percentile(values, 99)), "max": float(values.max())}
-    lags = [lag for p in progress for s in p.get("sources", []) if (lag := _lag(s)) is not None]
-    # rows Spark knew were available but left for later batches (non-zero with a rate limit such as
-    # maxOffsetsPerTrigger); the broker-side lag over time is reports.lag's business
-    out["known_backlog_rows"] = {"max": max(lags) if lags else 0, "final": lags[-1] if lags else 0}
-    # a batch that ended below what the source reported available was cut by its per-trigger cap
-    cut = [lag for p in data for s in p.get("sources", []) if (lag := _lag(s))]
-    out["rate_limited"] = {"batches": len(cut), "of": len(data), "backlog_left_max": max(cut) if cut else 0}
-    sizes = np.array([p["numInputRows"] for p in data], dtype=float)
-    if len(sizes):
-        out["rows_per_batch"] = {"p50": float(np.percentile(sizes, 50)), "max": float(sizes.max())}
-    state = state_operators(progress)
-    if state:
-        out["state_operators"] = state
-    return out
-
-
-def state_operators(progress: list[dict]) -> dict:
-    """Per stateful operator, Spark's own figures over the run: rows in state at the end, rows it dropped as
-    later than the watermark, and (deduplication) rows it dropped as duplicates. Only completed batches report
-    progress, so a batch re-run after a crash counts once."""
-    ops: dict[str, dict] = {}
-    for p in progress:
-        for i, op in enumerate(p.get("stateOperators") or []):
-            o = ops.setdefault(f"{i}:{op.get('operatorName', 'state')}",
-                               {"rows_total": 0, "dropped_by_watermark": 0, "dropped_duplicates": 0})
-            o["rows_total"] = int(op.get("numRowsTotal", 0))
-            o["dropped_by_watermark"] += int(op.get("numRowsDroppedByWatermark", 0))
-            o["dropped_duplicates"] += int((op.get("customMetrics") or {}).get("numDroppedDuplicateRows", 0))
-    return ops
 
 
 def oracle_section(result: dict) -> list[str]:
@@ -100,31 +29,6 @@ def oracle_section(result: dict) -> list[str]:
                            f"{v['dropped_duplicates']:,}"] for k, v in state.items()])]
     return parts
 
-
-def skew_section(producers: dict) -> dict:
-    events = producers.get("partition_events") or {}
-    if not events:
-        return {}
-    counts = [events.get(p, 0) for p in range(max(events) + 1)]
-    return {"skew": skew_figures(counts)}
-
-
-def rate_accuracy(per_second: list[dict], rate, start_at: float, duration_s: float, produced: int) -> dict:
-    """Achieved vs scheduled: overall, and for each second the events sent against the rate function's integral
-    over that second (each row gets its `expected`); the worst whole second is the one furthest from 1."""
-    scheduled = rate.cumulative(duration_s)
-    ratios = []
-    for row in per_second:
-        lo = min(max(row["t"] - start_at, 0.0), duration_s)
-        hi = min(max(row["t"] + 1 - start_at, 0.0), duration_s)
-        row["expected"] = rate.cumulative(hi) - rate.cumulative(lo)
-        if hi - lo == 1.0 and row["expected"] > 0:
-            ratios.append(row["sent"] / row["expected"])
-    return {"rate": {
-        "achieved_over_target": produced / scheduled if scheduled else 0.0,
-        "worst_second_ratio": max(ratios, key=lambda r: abs(r - 1.0)) if ratios else None,
-        "whole_seconds": len(ratios), "buffer_full": sum(r["buffer_full"] for r in per_second),
-    }}
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -234,7 +138,8 @@ def build_report(result: dict, run_dir: Path) -> str:
     parts += placement_section(result.get("placement") or {})
     parts += consumers_section(result.get("consumers") or {})
     if (run_dir / "resources.jsonl").exists():
-        from reports.resources import load, resources_markdown, summarize
+        from harness.analysis.resources import load, summarize
+        from reports.resources import resources_markdown
 
         parts += resources_markdown(result.get("resources") or summarize(load(run_dir)))
     events = read_jsonl(run_dir / "timeline.jsonl")

@@ -73,6 +73,9 @@ class BackendSpec(BaseModel):
 class Backend(ABC):
     kind: str  # "kafka" | "eventhubs": what result.json calls the backend
     sends_report_positions = True  # a send's ack names partition and offset (else: record_positions)
+    # (fault label, the stream operations it performs): set by the runner before start; a backend that knows its
+    # client's authorizations (Kafka's ACLs) refuses the run at create_stream when one is not granted
+    required: list[tuple[str, dict[str, str]]] = []
 
     @abstractmethod
     def start(self, run_dir: Path, supervisor: Supervisor) -> None:

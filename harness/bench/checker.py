@@ -147,7 +147,8 @@ def check_old(directory: str) -> dict:
     """The pandas engine it replaced, on the same files (tests/unit/reference_reconcile.py)."""
     import importlib.util
 
-    from harness.checker import apply_placements, load_acks, load_placements
+    from harness.checker import load_acks
+    from harness.placements import apply_placements, load_placements
     from harness.sink import read_sink
 
     spec = importlib.util.spec_from_file_location("reference_reconcile", _reference_path())

@@ -13,7 +13,8 @@ import urllib.parse
 from collections import deque
 from datetime import datetime
 
-from . import sas, service_errors
+import harness.emulator.sas as sas
+import harness.emulator.service_errors as service_errors
 from .addresses import audience_path, entity_uri
 from .amqp.message import build_message
 from .amqp.types import Array, Int, Timestamp

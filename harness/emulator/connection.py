@@ -15,7 +15,7 @@ import struct
 import time
 import uuid
 
-from . import service_errors
+import harness.emulator.service_errors as service_errors
 from .addresses import (
     AddressError, FilterError, entity_uri, parse_filter, parse_receive_source, parse_send_target,
 )

@@ -11,7 +11,7 @@ import time
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
-from . import service_errors
+import harness.emulator.service_errors as service_errors
 from .amqp.message import stamp
 from .config import HubConfig
 

@@ -11,7 +11,7 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from harness.faults.base import Effect, Fault, FaultError, FaultOptions, LossRange
+from harness.faults.base import Fault, FaultError, FaultOptions
 
 FAULTS: dict[str, type[Fault]] = {}
 
@@ -47,5 +47,5 @@ def options_union():
     return Annotated[Union[models], Field(discriminator="kind")]  # type: ignore[valid-type]
 
 
-__all__ = ["FAULTS", "Effect", "Fault", "FaultError", "FaultOptions", "LossRange", "fault_for", "options_union",
+__all__ = ["FAULTS", "Fault", "FaultError", "FaultOptions", "fault_for", "options_union",
            "register"]

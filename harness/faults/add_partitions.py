@@ -20,7 +20,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from harness.faults import register
-from harness.faults.base import FAULT_PRODUCER_BASE, Fault, FaultError, FaultOptions, LossRange
+from harness.faults.base import Fault, FaultError, FaultOptions
+from harness.effects import FAULT_PRODUCER_BASE, LossRange
 
 ADDED_PARTITION_LOSS = "KAFKA_DATA_LOSS.ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO"
 

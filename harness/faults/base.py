@@ -9,16 +9,44 @@ whether producer sends may fail. The checker judges against these declarations, 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-if TYPE_CHECKING:
-    from harness.context import RunContext
+from harness.effects import Effect, LossRange
 
 
-FAULT_PRODUCER_BASE = 10_000  # producer index of events a fault writes itself (acks-fault-<k>.arrows): never a process's
+
+class RunHandle(Protocol):
+    """What a fault acts on, and all it may touch: the running system as harness.context.RunContext (the one
+    implementation) hands it over. Declared here, on the faults' side, because the scenario model that lists the
+    faults sits below the run context: faults depend on what they use, not on the layer above them."""
+
+    scenario: Any  # harness.config.Scenario
+    run_dir: Path
+    backend: Any  # harness.backends.base.Backend: brokers, topics, the emulator's control API
+    query: Any  # harness.spark.process.SparkQueryProcess | None: kill it, the runner restarts it
+    supervisor: Any
+    timeline: Any
+    state: dict[str, Any]
+    traffic_start: float | None
+
+    @property
+    def stream(self) -> str: ...
+
+    @property
+    def checkpoint(self) -> Path: ...
+
+    def offset_log(self) -> list[int]: ...
+
+    def commit_log(self) -> list[int]: ...
+
+    def committed_offsets(self) -> dict[int, int]: ...
+
+    def planned_offsets(self) -> dict[int, int]: ...
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any: ...
 
 
 class FaultOptions(BaseModel):
@@ -60,40 +88,6 @@ class FaultOptions(BaseModel):
         return self.window[1] - self.window[0] if self.window else self.duration_s
 
 
-@dataclass
-class LossRange:
-    """Acked events at [start, end) of `partition` may be gone. `acked_before_ms` limits it to one generation
-    of the partition (a deleted and recreated topic reuses offsets); `exact` says the range was read from the
-    broker (records really removed) rather than bounded from the query's position."""
-
-    partition: int
-    start: int
-    end: int
-    acked_before_ms: float | None = None
-    exact: bool = True
-
-
-@dataclass
-class Effect:
-    loss: list[LossRange] = field(default_factory=list)
-    failure: str | None = None  # Spark error class the query must fail with, e.g. KAFKA_DATA_LOSS
-    query_down: bool = False  # the query process is expected to be down (and restarted) for a while
-    send_failures: bool = False  # producer sends may fail while the fault is active
-    new_generation_ms: float | None = None  # the stream was recreated then: its offsets restart at 0
-    expect_source: dict[str, int] = field(default_factory=dict)  # source task counters that must reach these
-    gap_visible: bool = False  # the source can see the whole removed range (it still exists around it)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Effect":
-        return cls(loss=[LossRange(**r) for r in data.get("loss", [])], failure=data.get("failure"),
-                   query_down=bool(data.get("query_down")), send_failures=bool(data.get("send_failures")),
-                   new_generation_ms=data.get("new_generation_ms"), expect_source=dict(data.get("expect_source") or {}),
-                   gap_visible=bool(data.get("gap_visible")))
-
-
 class Fault:
     """Subclasses set `kind` and `Options`, and implement inject/heal; one file each under harness/faults/."""
 
@@ -114,7 +108,7 @@ class Fault:
         self.effect = Effect()
 
     @classmethod
-    def prepare(cls, ctx: "RunContext", options: list[FaultOptions]) -> None:
+    def prepare(cls, ctx: RunHandle, options: list[FaultOptions]) -> None:
         """Once per kind, before the backend starts, with every scheduled entry of this kind: set up what the
         fault needs in place from the start (a proxy in front of the brokers, a broker setting)."""
 
@@ -126,10 +120,10 @@ class Fault:
         """Before anything starts: None, or why this scenario cannot carry this fault (the CLI exits 2)."""
         return None
 
-    def inject(self, ctx: "RunContext") -> dict[str, Any]:
+    def inject(self, ctx: RunHandle) -> dict[str, Any]:
         raise NotImplementedError
 
-    def heal(self, ctx: "RunContext") -> dict[str, Any]:
+    def heal(self, ctx: RunHandle) -> dict[str, Any]:
         return {}
 
     def cut_points(self, ctx, partitions: list[int] | None, keep_last: int) -> tuple[dict[int, int], dict[int, int]]:
@@ -138,7 +132,7 @@ class Fault:
         chosen = partitions if partitions is not None else sorted(ends)
         return before, {p: max(before[p], ends[p] - keep_last) for p in chosen}
 
-    def declare_cut(self, ctx: "RunContext", before: dict[int, int], after: dict[int, int], failure: str) -> dict:
+    def declare_cut(self, ctx: RunHandle, before: dict[int, int], after: dict[int, int], failure: str) -> dict:
         """For faults that remove the start of partitions: the exact loss [before, after) per partition, and the
         query's failure (`failure`) under failOnDataLoss=true when removed events lay beyond the batches Spark had
         planned. Spark's planned position is read after the removal: every batch planned from now on starts there

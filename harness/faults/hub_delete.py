@@ -16,7 +16,8 @@ from pydantic import Field
 
 from harness.faults import register
 from harness.faults.age_out import DATA_LOSS
-from harness.faults.base import Fault, FaultOptions, LossRange, eventhubs_partitions_problem
+from harness.faults.base import Fault, FaultOptions, eventhubs_partitions_problem
+from harness.effects import LossRange
 
 class HubDeleteOptions(FaultOptions):
     kind: Literal["hub_delete"] = "hub_delete"

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.faults import fault_for
-from harness.faults.base import Effect, Fault, FaultOptions
+from harness.faults.base import Fault, FaultOptions
+from harness.effects import Effect
 from harness.faults.schedule import Step, last_action_s, plan
 from harness.jsonl import read_jsonl
 

@@ -18,7 +18,8 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultOptions, LossRange
+from harness.faults.base import Fault, FaultOptions
+from harness.effects import LossRange
 
 STABLE_READS = 3  # log start offsets equal this many times in a row (a second apart): retention has stopped
 

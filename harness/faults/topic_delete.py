@@ -34,7 +34,8 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultOptions, LossRange
+from harness.faults.base import Fault, FaultOptions
+from harness.effects import LossRange
 
 KAFKA_CLIENT_ERROR = "org.apache.kafka.common.errors"
 OPEN_END = 2**63 - 1  # every offset of the deleted generation

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from harness.config import Scenario
-from harness.faults.base import Effect
+from harness.effects import Effect
 from harness.faults.nemesis import recorded_faults
 from harness.history import ack_files, file_batches
 from harness.jsonl import append_jsonl

@@ -46,7 +46,7 @@ LOOPBACK_CONF = ("spark.driver.host", "spark.driver.bindAddress")  # left to Spa
 # reference only, harness.bench.kafka_query): the progress listener (progress.jsonl), Spark's event log, the drain
 # loop polling the query.
 INSTRUMENTATION = ("listener", "event_log", "polling")
-# Spark's event log, kept to what reports/spark_tasks.py reads (job starts, task ends with their Task Metrics):
+# Spark's event log, kept to what harness/analysis/spark_tasks.py reads (job starts, task ends with their Task Metrics):
 # no per-task copy of the metrics as accumulables, no block updates or per-stage executor metrics, a large buffer
 # (fewer writes). Uncompressed: the report reads it as text, and a killed driver's log stays readable to its
 # last line.
@@ -97,7 +97,7 @@ class SparkQueryProcess:
         full_conf["spark.driver.memory"] = driver_memory
         full_conf["spark.local.dir"] = str(self.spark_dir / "tmp")
         if "event_log" not in off:
-            # Spark's event log: where each task ran (reports/spark_tasks.py); it outlives a killed driver
+            # Spark's event log: where each task ran (harness/analysis/spark_tasks.py); it outlives a killed driver
             (self.spark_dir / "events").mkdir(exist_ok=True)
             full_conf.update(EVENT_LOG_CONF)
             full_conf["spark.eventLog.dir"] = (self.spark_dir / "events").resolve().as_uri()

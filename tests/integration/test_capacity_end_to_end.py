@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness import capacity as cap
+from harness.commands import capacity as cap
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

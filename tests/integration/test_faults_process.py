@@ -12,7 +12,7 @@ import pytest
 from harness.config import ConfigError, load_scenario
 from harness.paths import SCENARIOS_DIR
 from report_pages import open_page, svg_text
-from reports.series import LEVELS
+from harness.analysis.series import LEVELS
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,8 @@ from harness.jsonl import read_jsonl
 from harness.resources import ResourceSampler
 from harness.supervisor import Supervisor
 from producers.fleet import ProducerFleet
-from reports.resources import resources_markdown, summarize
+from reports.resources import resources_markdown
+from harness.analysis.resources import summarize
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # make test keeps its budget: the steady run's report and the soak test see the sampler's broker too
 

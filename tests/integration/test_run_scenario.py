@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from reports.report import parse_offsets
+from harness.analysis.progress import parse_offsets
 
 from harness.history import load_acks
 from harness.supervisor import processes_with_env, wait_until

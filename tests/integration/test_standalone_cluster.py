@@ -11,7 +11,7 @@ import pytest
 
 from harness.paths import REPO
 from harness.supervisor import processes_with_env
-from reports.spark_tasks import read_event_logs
+from harness.analysis.spark_tasks import read_event_logs
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
-from harness.faults.base import LossRange
+from harness.effects import LossRange
 from harness.history import load_acks  # noqa: F401  (the history's reader; callers import it from here)
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import capacity as cap
-from harness.capacity import Criterion, Limits, TrialOutcome, judge_trial, lag_growth, search
+from harness.commands import capacity as cap
+from harness.commands.capacity import Criterion, Limits, TrialOutcome, judge_trial, lag_growth, search
 from harness.cli import main
 from harness.config import load_scenario
 from harness.runner import RunOutcome
@@ -193,7 +193,7 @@ def real_failed_result() -> dict:
     }
 
 
-# the same run's lag (reports.lag.lag_series), seconds after the first sample at T_WINDOW - 9.39
+# the same run's lag (harness.analysis.lag.lag_series), seconds after the first sample at T_WINDOW - 9.39
 REAL_LAG = [(0.0, 0), (1.0, 0), (2.0, 0), (3.0, 8860), (4.0, 14538), (5.0, 20966), (6.0, 26830), (7.0, 33877),
             (8.0, 38864), (9.0, 44953), (10.0, 50844), (11.0, 56733), (12.0, 63052), (13.0, 68894), (14.0, 75721),
             (15.0, 80962), (16.0, 85064), (17.1, 92716), (18.1, 98998), (19.1, 104514), (20.1, 111287),
@@ -313,7 +313,7 @@ TRIGGER_1S = '[spark]\ntrigger = { kind = "processingTime", interval = "1 second
 
 
 def fake_pipeline(monkeypatch, true_capacity: float, interrupt_at: float | None = None):
-    """Stand in for harness.runner.run: an ordinary scenario per trial (checked), a result that keeps up below
+    """Stand in for harness.runner.run_one: an ordinary scenario per trial (checked), a result that keeps up below
     `true_capacity` and overruns the trigger above it."""
     asked = []
 
@@ -331,7 +331,7 @@ def fake_pipeline(monkeypatch, true_capacity: float, interrupt_at: float | None 
         (out / "result.json").write_text(json.dumps(r))
         return RunOutcome(out, r, 0)
 
-    monkeypatch.setattr("harness.runner.run", fake_run)
+    monkeypatch.setattr("harness.runner.run_one", fake_run)
     return asked
 
 
@@ -343,7 +343,7 @@ def test_the_command_runs_ordinary_trials_and_writes_capacity_json(tmp_path, mon
                  "--start-eps", "1000", "--quiet"])
     assert code == 0
     assert asked[0][0] == ["stream.partitions=4", 'producers.rate={kind="constant", eps=1000}',
-                           "producers.duration_s=7", f"producers.warmup_s={cap.DEFAULT_WARMUP_S:g}", "sweep={}"]
+                           "producers.duration_s=7", f"producers.warmup_s={cap.DEFAULT_WARMUP_S:g}"]
     assert [a[1] for a in asked] == ["00-eps=1000", "01-eps=2000", "02-eps=4000", "03-eps=8000", "04-eps=6000",
                                      "05-eps=5000", "06-eps=4500", "07-eps=4200"]
     assert {a[3] for a in asked} == {7.0} and {a[4] for a in asked} == {cap.DEFAULT_WARMUP_S}
@@ -395,14 +395,14 @@ def test_capacity_json_is_rewritten_after_every_trial(tmp_path, monkeypatch):
     seen = []
     inner = fake_pipeline(monkeypatch, 3_000)
     import harness.runner as runner
-    real_fake = runner.run
+    real_fake = runner.run_one
 
     def spy(name, overrides, out, console):
         cap_json = out.parent / "capacity.json"
         seen.append(len(json.loads(cap_json.read_text())["trials"]) if cap_json.exists() else 0)
         return real_fake(name, overrides, out, console)
 
-    monkeypatch.setattr("harness.runner.run", spy)
+    monkeypatch.setattr("harness.runner.run_one", spy)
     path = write(tmp_path, MINIMAL + TRIGGER_1S)
     main(["capacity", path, "--out", str(tmp_path / "cap"), "--start-eps", "1000", "--quiet"])
     assert seen == list(range(len(inner)))

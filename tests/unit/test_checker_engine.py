@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 import reference_reconcile as ref
 from reference_windows import latency_windows
-from harness.checker import Expectations, IncrementalChecker, apply_placements, reconcile
+from harness.checker import Expectations, IncrementalChecker, reconcile
+from harness.placements import apply_placements
 from harness.checkstore import bucket_sql
-from harness.faults import LossRange
+from harness.effects import LossRange
 from harness.histsummary import Hist, bucket_us
 from harness.history import ACK_SCHEMA, ack_batches, load_acks
 from harness.sink import read_sink

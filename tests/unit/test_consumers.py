@@ -1,7 +1,8 @@
 """Kafka consumer creations per batch (reports.consumers) from hand-made proxy records and progress records."""
 from datetime import datetime, timezone
 
-from reports.consumers import consumer_summary, consumers_section, creations
+from harness.analysis.consumers import consumer_summary, creations
+from reports.consumers import consumers_section
 
 T0 = 1_800_000_000.0
 EXEC = "consumer-spark-kafka-source-0f-1-executor-"

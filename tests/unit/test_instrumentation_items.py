@@ -22,7 +22,7 @@ def job_of(tmp_path, **kw) -> dict:
 def test_each_item_can_be_turned_off_alone(tmp_path):
     on = job_of(tmp_path)
     assert on["instrumentation_off"] == [] and on["conf"]["spark.eventLog.enabled"] == "true"
-    # the event log is kept to what reports/spark_tasks.py reads, uncompressed (read as text)
+    # the event log is kept to what harness/analysis/spark_tasks.py reads, uncompressed (read as text)
     assert on["conf"]["spark.eventLog.includeTaskMetricsAccumulators"] == "false"
     assert on["conf"]["spark.eventLog.compress"] == "false"
     no_log = job_of(tmp_path, instrumentation_off=("event_log",))

@@ -1,10 +1,13 @@
 """Key choosers: distributions, partition targeting, determinism."""
 
+import math
+
 import numpy as np
 import pytest
+from azure.eventhub._buffered_producer import _partition_resolver as sdk_resolver
 from pydantic import TypeAdapter
 
-from harness.partitioning import eventhubs_partition_for_key, kafka_partition_for_key, partition_for_key
+from harness.partitioning import kafka_partition_for_key, partition_for_key
 from producers.keys import KeyChooser, expected_partition_shares, make_key_chooser
 from producers.spec import KeysSpec
 
@@ -16,6 +19,25 @@ CHI2_999 = {9: 27.88, 19: 43.82, 49: 85.35, 99: 148.23}
 
 def K(d):
     return TA.validate_python(d)
+
+
+def eventhubs_oracle(key, n, backend="eventhubs"):
+    """Where Event Hubs puts a producer key (ASCII bytes), independently of harness.partitioning: the installed
+    azure-eventhub SDK's lookup3 port (_buffered_producer/_partition_resolver.py, held to the Azure SDKs' published
+    hash vectors in test_partitioning.py).  ``eventhubs``: the service's ``Math.Abs(hash % n)`` with C#'s truncating
+    ``%`` (Azure/azure-sdk-for-net sdk/eventhub/Azure.Messaging.EventHubs/src/Core/PartitionResolver.cs);
+    ``eventhubs-buffered``: the SDK buffered producer's own ``PartitionResolver``."""
+    key = key.decode("ascii") if isinstance(key, bytes) else key
+    if backend == "eventhubs":
+        return abs(int(math.fmod(sdk_resolver.generate_hash_code(key), n)))
+    assert backend == "eventhubs-buffered", backend
+    return int(sdk_resolver.PartitionResolver([str(i) for i in range(n)]).get_partition_id_by_partition_key(key))
+
+
+def placement_oracle(key, n, backend):
+    if backend == "kafka":
+        return partition_for_key(key, n, backend)  # murmur2 has its own published vectors in test_partitioning.py
+    return eventhubs_oracle(key, n, backend)
 
 
 def chi2(counts, probs):
@@ -78,7 +100,7 @@ def test_zipf_hot_keys_are_shuffled_and_same_for_every_seed():
     assert c.key_probabilities()[0].tolist() != ia.tolist()
 
 
-@pytest.mark.parametrize("backend", ["kafka", "eventhubs"])
+@pytest.mark.parametrize("backend", ["kafka", "eventhubs", "eventhubs-buffered"])
 @pytest.mark.parametrize("rest", ["uniform", "even"])
 def test_hot_partitions_keys_hash_to_hot_partitions(backend, rest):
     P = 12
@@ -92,7 +114,7 @@ def test_hot_partitions_keys_hash_to_hot_partitions(backend, rest):
             if p not in (2, 7):
                 assert shares[p] == pytest.approx(0.4 / 10)
     draws = c.next_many(100_000)
-    hash_fn = kafka_partition_for_key if backend == "kafka" else (lambda k, n: eventhubs_partition_for_key(k.decode(), n))
+    hash_fn = kafka_partition_for_key if backend == "kafka" else (lambda k, n: eventhubs_oracle(k, n, backend))
     parts = np.array([hash_fn(k, P) for k, _ in draws])
     observed = np.bincount(parts, minlength=P) / len(draws)
     assert observed[2] + observed[7] == pytest.approx(0.6, abs=0.01)
@@ -110,11 +132,32 @@ def test_hot_partitions_full_share_and_explicit_assignment():
     assert c.expected_partition_shares() == [0, 0, 0, 1.0, 0, 0]
 
 
-def test_hot_partitions_explicit_with_rest_returns_hashing_partition():
+@pytest.mark.parametrize("backend", ["eventhubs", "eventhubs-buffered"])
+def test_hot_partitions_explicit_with_rest_returns_hashing_partition(backend):
     spec = K({"kind": "hot_partitions", "partitions": [0], "share": 0.5, "assign": "explicit", "rest": "even", "count": 9})
-    c = make_key_chooser(spec, 4, seed=2, backend="eventhubs")
+    c = make_key_chooser(spec, 4, seed=2, backend=backend)
     for k, p in c.next_many(500):
-        assert eventhubs_partition_for_key(k.decode(), 4) == p
+        assert eventhubs_oracle(k, 4, backend) == p
+
+
+# Published hash codes (Azure/azure-sdk-for-net sdk/eventhub/Azure.Messaging.EventHubs/tests/Core/
+# PartitionResolverTests.cs, PartitionHashTestCases; the same in the Java and Python SDKs' PartitionResolver tests):
+# "7" -> -15263, "131" -> 30562.  On 4 partitions the service puts "7" on |-15263 rem 4| = 3 and the Python SDK's
+# buffered producer on -15263 % 4 = 1 (floor); "131" goes to 30562 % 4 = 2 on both.
+@pytest.mark.parametrize("backend,where_7,where_131", [("eventhubs", 3, 2), ("eventhubs-buffered", 1, 2)])
+def test_producer_places_published_keys(backend, where_7, where_131):
+    # prefix "" makes the producer's keys "0", "1", ...: "7" and "131" are published vector keys
+    spec = K({"kind": "hot_partitions", "partitions": [0, 1, 2, 3], "share": 1.0, "assign": "explicit",
+              "hot_keys_per_partition": 100, "prefix": ""})
+    c = make_key_chooser(spec, 4, seed=3, backend=backend)
+    placed = dict(c.next_many(20_000))
+    assert placed[b"7"] == where_7 and placed[b"131"] == where_131
+    assert all(eventhubs_oracle(k, 4, backend) == p for k, p in placed.items())
+    # one hot partition: its key pool holds "7" only where the backend places "7"
+    for p in range(4):
+        one = K({"kind": "hot_partitions", "partitions": [p], "share": 1.0, "hot_keys_per_partition": 8, "prefix": ""})
+        ids = make_key_chooser(one, 4, seed=0, backend=backend).key_probabilities()[0].tolist()
+        assert (7 in ids) == (p == where_7)
 
 
 @pytest.mark.parametrize(
@@ -170,7 +213,7 @@ def test_expected_partition_shares_exact_against_scalar_hash(d, backend):
     manual = np.zeros(P)
     for i, pr in zip(ids.tolist(), probs.tolist()):
         key = f"k{i}"
-        manual[partition_for_key(key, P, backend)] += pr
+        manual[placement_oracle(key, P, backend)] += pr
     assert np.allclose(c.expected_partition_shares(), manual)
     assert np.allclose(expected_partition_shares(K(d), P, backend), manual)
     assert np.allclose(expected_partition_shares(c, P, backend), manual)

@@ -1,4 +1,4 @@
-from reports.lag import lag_series, lag_summary
+from harness.analysis.lag import lag_series, lag_summary
 
 
 def progress(batch, start_iso, duration_ms, ends):
@@ -24,7 +24,7 @@ def test_no_samples():
 
 
 def test_batches_cut_by_the_per_trigger_cap_are_counted_from_what_the_source_reported_available():
-    from reports.report import batch_stats
+    from harness.analysis.progress import batch_stats
 
     def batch(i, rows, end, latest):
         return {"batchId": i, "numInputRows": rows, "durationMs": {"triggerExecution": 100},

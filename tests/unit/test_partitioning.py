@@ -1,9 +1,13 @@
 """Key -> partition mapping against published vectors."""
 
+import math
 import random
 
 import numpy as np
 import pytest
+from azure.eventhub._buffered_producer import _partition_resolver as sdk_resolver
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.partitioning import (
     eventhubs_buffered_partition_for_key,
@@ -34,10 +38,17 @@ KAFKA_MURMUR2 = {
 # librdkafka rdmurmur2.c unittest: Java murmur2 results after toPositive (& 0x7fffffff).
 LIBRDKAFKA_POSITIVE = {b"kafka": 1348980580, b"amqp": 767747138, b"giberish123456789": 257239820}
 
-# Azure SDK for .NET, sdk/eventhub/Azure.Messaging.EventHubs/tests/Core/PartitionResolverTests.cs
-# PartitionHashTestCases: key -> (short) hash code. The Java SDK carries the same literals "to confirm
-# cross-language compatibility": Azure/azure-sdk-for-java
-# sdk/eventhubs/azure-messaging-eventhubs/src/test/java/com/azure/messaging/eventhubs/PartitionResolverTests.java
+# Published Event Hubs partition-key hash codes, copied literally (key -> (short) hash code):
+#   Azure/azure-sdk-for-net  sdk/eventhub/Azure.Messaging.EventHubs/tests/Core/PartitionResolverTests.cs
+#     (PartitionHashTestCases, checked by HashCodeAssignmentIsStable against PartitionResolver.GenerateHashCode,
+#     "a direct port of the Event Hubs service code");
+#   Azure/azure-sdk-for-java sdk/eventhubs/azure-messaging-eventhubs/src/test/java/com/azure/messaging/eventhubs/
+#     PartitionResolverTests.java (partitionHashTestCases, "Taken from .NET's to confirm cross-language
+#     compatibility": the same 12 pairs);
+#   Azure/azure-sdk-for-python sdk/eventhub/azure-eventhub/tests/unittest/test_partition_resolver.py
+#     (test_partition_key: the same pairs except "131").
+# They are NOT computed by harness.partitioning: every Event Hubs expectation below comes from these literals, from
+# the literal placements further down, or from the installed azure-eventhub SDK's own resolver.
 EVENTHUBS_HASH = [
     ("7", -15263),
     ("131", 30562),
@@ -138,36 +149,119 @@ def test_lookup3_hashlittle_vectors():
     assert lookup3_hashlittle2(b"hello world\x00", 1)[0] == 0x4746E99F
 
 
+# -- Event Hubs oracles independent of harness.partitioning ---------------------------------------------------------
+
+PUBLISHED_KEYS = [k for k, _ in EVENTHUBS_HASH]
+PUBLISHED_HASHES = [h for _, h in EVENTHUBS_HASH]
+
+# The partition counts of the .NET / Java PartitionResolverTests' PartitionSetTestCases (1..7, 16, 32, 2000).
+PARTITION_COUNTS = [1, 2, 3, 4, 5, 6, 7, 16, 32, 2000]
+
+
+def service_partition(hash_code, n):
+    """Azure/azure-sdk-for-net sdk/eventhub/Azure.Messaging.EventHubs/src/Core/PartitionResolver.cs
+    AssignForPartitionKey: ``partitions[Math.Abs(hashValue % partitions.Length)]``; C#'s ``%`` truncates (fmod)."""
+    return abs(int(math.fmod(hash_code, n)))
+
+
+def sdk_hash(key):
+    """The installed azure-eventhub SDK's ``generate_hash_code`` (_buffered_producer/_partition_resolver.py, the real
+    client's lookup3 port) over the key's UTF-8 bytes.  The SDK hashes ``ord()`` of each character, so it is given
+    one latin-1 character per UTF-8 byte: exactly the bytes .NET's ``Encoding.UTF8.GetBytes`` hands the service hash."""
+    data = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    return sdk_resolver.generate_hash_code(data.decode("latin-1"))
+
+
+def sdk_buffered_partition(key, n):
+    """Placement by the SDK's own buffered-producer ``PartitionResolver.get_partition_id_by_partition_key``."""
+    return int(sdk_resolver.PartitionResolver([str(i) for i in range(n)]).get_partition_id_by_partition_key(key))
+
+
+ascii_keys = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=60)
+partition_counts = st.sampled_from(PARTITION_COUNTS) | st.integers(1, 300)
+
+
+def test_oracles_agree_with_the_published_literals():
+    # the SDK oracle used below is itself held to the published vectors, and so is the service formula
+    assert [sdk_resolver.generate_hash_code(k) for k in PUBLISHED_KEYS] == PUBLISHED_HASHES
+    assert [sdk_hash(k) for k in PUBLISHED_KEYS] == PUBLISHED_HASHES
+    for key, count, partition in EVENTHUBS_PLACEMENTS:
+        assert service_partition(sdk_resolver.generate_hash_code(key), count) == partition
+
+
+# -- eventhubs_hash_code / eventhubs_hash_codes_many -----------------------------------------------------------------
+
+
 @pytest.mark.parametrize("key,expected", EVENTHUBS_HASH)
-def test_eventhubs_hash_code_dotnet_vectors(key, expected):
+def test_eventhubs_hash_code_published_vectors(key, expected):
     assert eventhubs_hash_code(key) == expected
     assert eventhubs_hash_code(key.encode()) == expected
 
 
-def test_eventhubs_hash_codes_many_matches_vectors_and_scalar():
-    keys = [k for k, _ in EVENTHUBS_HASH]
-    assert eventhubs_hash_codes_many(keys).tolist() == [h for _, h in EVENTHUBS_HASH]
-    rand = _random_keys(600, 4)
-    assert eventhubs_hash_codes_many(rand).tolist() == [eventhubs_hash_code(k) for k in rand]
+def test_eventhubs_hash_codes_many_published_vectors():
+    got = eventhubs_hash_codes_many(PUBLISHED_KEYS)
+    assert got.dtype == np.int16
+    assert got.tolist() == PUBLISHED_HASHES
+    assert eventhubs_hash_codes_many([k.encode() for k in PUBLISHED_KEYS]).tolist() == PUBLISHED_HASHES
+    assert eventhubs_hash_codes_many(PUBLISHED_KEYS[::-1]).tolist() == PUBLISHED_HASHES[::-1]
+    for key, h in EVENTHUBS_HASH:  # each alone: one length group per call
+        assert eventhubs_hash_codes_many([key]).tolist() == [h]
 
 
 def test_eventhubs_null_and_empty_key_hash_to_zero():
+    # .NET GenerateHashCode: null -> 0; the Python SDK: `if not partition_key: return 0`
     assert eventhubs_hash_code(None) == 0
-    assert eventhubs_hash_code("") == 0
+    assert eventhubs_hash_code("") == sdk_resolver.generate_hash_code("") == 0
+    assert eventhubs_hash_codes_many(["", b""]).tolist() == [0, 0]
 
 
 def test_eventhubs_key_is_utf8_encoded():
-    assert eventhubs_hash_code("héllo→✓") == eventhubs_hash_code("héllo→✓".encode("utf-8"))
-    assert eventhubs_hash_code("é") != eventhubs_hash_code(b"\xe9")
+    # .NET hashes Encoding.UTF8 bytes: a non-ASCII key must hash like the SDK over its UTF-8 bytes, and differently
+    # from the SDK over its code points (what a latin-1 / ord() encoding would hash)
+    for key in ["é", "héllo→✓", "日本語のキー", "😀-partition"]:
+        assert eventhubs_hash_code(key) == sdk_hash(key) == eventhubs_hash_codes_many([key])[0]
+    assert eventhubs_hash_code("é") != sdk_resolver.generate_hash_code("é")
+    assert eventhubs_hash_code(b"\xe9") == sdk_resolver.generate_hash_code("\xe9")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_eventhubs_hash_code_matches_sdk_for_any_text(key):
+    assert eventhubs_hash_code(key) == sdk_hash(key)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80))
+def test_eventhubs_hash_code_matches_sdk_for_any_bytes(data):
+    assert eventhubs_hash_code(data) == sdk_hash(data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.binary(max_size=50) | st.text(max_size=20), max_size=40))
+def test_eventhubs_hash_codes_many_matches_sdk(keys):
+    assert eventhubs_hash_codes_many(keys).tolist() == [sdk_hash(k) for k in keys]
+
+
+# -- placement: eventhubs (service) and eventhubs-buffered (Python SDK client-side) ---------------------------------
 
 
 @pytest.mark.parametrize("key,h", EVENTHUBS_HASH)
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 16, 32, 2000])
-def test_eventhubs_partition_is_dotnet_abs_of_truncated_remainder(key, h, n):
-    # C#: Math.Abs(hash % n) with truncating %  ==  |h| % n
-    trunc_rem = int(abs(h) % n) * (1 if h >= 0 else -1)
-    assert eventhubs_partition_for_key(key, n) == abs(trunc_rem)
-    assert eventhubs_buffered_partition_for_key(key, n) == abs(h % n)
+@pytest.mark.parametrize("n", PARTITION_COUNTS)
+def test_eventhubs_partition_from_published_hash(key, h, n):
+    assert eventhubs_partition_for_key(key, n) == service_partition(h, n)
+    assert partition_for_key(key, n, "eventhubs") == service_partition(h, n)
+    assert eventhubs_buffered_partition_for_key(key, n) == sdk_buffered_partition(key, n)
+    assert partition_for_key(key, n, "eventhubs-buffered") == sdk_buffered_partition(key, n)
+
+
+@pytest.mark.parametrize("n", PARTITION_COUNTS)
+def test_eventhubs_partitions_for_keys_from_published_hashes(n):
+    service = [service_partition(h, n) for h in PUBLISHED_HASHES]
+    assert eventhubs_partitions_for_keys(PUBLISHED_KEYS, n).tolist() == service
+    assert partitions_for_keys(PUBLISHED_KEYS, n, "eventhubs").tolist() == service
+    assert partitions_for_keys([k.encode() for k in PUBLISHED_KEYS], n, "eventhubs").tolist() == service
+    buffered = [sdk_buffered_partition(k, n) for k in PUBLISHED_KEYS]
+    assert partitions_for_keys(PUBLISHED_KEYS, n, "eventhubs-buffered").tolist() == buffered
 
 
 @pytest.mark.parametrize("key,count,partition", EVENTHUBS_PLACEMENTS)
@@ -175,44 +269,45 @@ def test_eventhubs_partition_matches_published_service_placements(key, count, pa
     assert eventhubs_partition_for_key(key, count) == partition
     assert eventhubs_partitions_for_keys([key], count).tolist() == [partition]
     assert partition_for_key(key, count, "eventhubs") == partition
+    assert partitions_for_keys([key.encode()], count, "eventhubs").tolist() == [partition]
 
 
 def test_published_placements_tell_service_from_floor_modulo():
-    # the JS vectors include negative hash codes where a flooring % would place the key elsewhere
-    differs = [(k, n) for k, n, p in EVENTHUBS_PLACEMENTS if eventhubs_buffered_partition_for_key(k, n) != p]
+    # the JS vectors include negative hash codes where the SDK's flooring % places the key elsewhere
+    differs = [(k, n) for k, n, p in EVENTHUBS_PLACEMENTS if sdk_buffered_partition(k, n) != p]
     assert differs == [("alphabet", 11), ("TheWorstParitionEver", 15)]
+    assert [(k, n) for k, n, p in EVENTHUBS_PLACEMENTS if eventhubs_buffered_partition_for_key(k, n) != p] == differs
 
 
 def test_eventhubs_service_vs_python_buffered_differ_for_negative_hash():
-    # "7" hashes to -15263: service -> |-15263| % 4 = 3; Python floor-mod -> 1
+    # "7" hashes to -15263 (published): service -> |-15263 rem 4| = 3; the SDK's floor-mod -> 1
     assert eventhubs_partition_for_key("7", 4) == 3
-    assert eventhubs_buffered_partition_for_key("7", 4) == 1
+    assert eventhubs_buffered_partition_for_key("7", 4) == sdk_buffered_partition("7", 4) == 1
+    # "FWfAT" hashes to -22341 (published): 22341 = 698 * 32 + 5
     assert eventhubs_partition_for_key("FWfAT", 32) == 5
-    assert eventhubs_buffered_partition_for_key("FWfAT", 32) == 27
-    # positive hash codes agree
-    assert eventhubs_partition_for_key("131", 8) == eventhubs_buffered_partition_for_key("131", 8) == 30562 % 8
+    assert eventhubs_buffered_partition_for_key("FWfAT", 32) == sdk_buffered_partition("FWfAT", 32) == 27
+    # positive hash codes agree: "131" -> 30562 (published), 30562 % 8 == 2
+    assert eventhubs_partition_for_key("131", 8) == eventhubs_buffered_partition_for_key("131", 8) == 2
 
 
-def test_eventhubs_partitions_many_matches_scalar():
-    keys = [k.decode("latin-1") for k in _random_keys(400, 5)] + [k for k, _ in EVENTHUBS_HASH]
-    for n in (1, 4, 32):
-        assert eventhubs_partitions_for_keys(keys, n).tolist() == [eventhubs_partition_for_key(k, n) for k in keys]
-        assert partitions_for_keys(keys, n, "eventhubs-buffered").tolist() == [
-            eventhubs_buffered_partition_for_key(k, n) for k in keys
-        ]
+@settings(max_examples=200, deadline=None)
+@given(st.lists(ascii_keys, min_size=1, max_size=30), partition_counts)
+def test_eventhubs_placement_matches_sdk(keys, n):
+    service = [service_partition(sdk_resolver.generate_hash_code(k), n) for k in keys]
+    assert [eventhubs_partition_for_key(k, n) for k in keys] == service
+    assert eventhubs_partitions_for_keys(keys, n).tolist() == service
+    assert partitions_for_keys([k.encode() for k in keys], n, "eventhubs").tolist() == service
+    buffered = [sdk_buffered_partition(k, n) for k in keys]
+    assert [eventhubs_buffered_partition_for_key(k, n) for k in keys] == buffered
+    assert partitions_for_keys(keys, n, "eventhubs-buffered").tolist() == buffered
 
 
-def test_cross_check_against_installed_azure_eventhub_sdk():
-    resolver = pytest.importorskip("azure.eventhub._buffered_producer._partition_resolver")
-    rnd = random.Random(6)
-    keys = ["".join(chr(rnd.randrange(32, 127)) for _ in range(rnd.randrange(1, 40))) for _ in range(300)]
-    keys += [k for k, _ in EVENTHUBS_HASH]
-    assert [resolver.generate_hash_code(k) for k in keys] == [eventhubs_hash_code(k) for k in keys]
-    ids = [str(i) for i in range(7)]
-    pr = resolver.PartitionResolver(ids)
-    assert [int(pr.get_partition_id_by_partition_key(k)) for k in keys] == [
-        eventhubs_buffered_partition_for_key(k, 7) for k in keys
-    ]
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=20), partition_counts)
+def test_eventhubs_service_placement_of_non_ascii_keys_matches_sdk_hash(keys, n):
+    service = [service_partition(sdk_hash(k), n) for k in keys]
+    assert [eventhubs_partition_for_key(k, n) for k in keys] == service
+    assert eventhubs_partitions_for_keys(keys, n).tolist() == service
 
 
 def test_partition_for_key_dispatch():

@@ -13,8 +13,8 @@ import pytest
 
 from harness.resources import ProcessFinder, ResourceSampler, disk_usage, role_of
 from harness.supervisor import Supervisor, wait_until
-from reports.resources import (cpu_intervals, leaks, resources_markdown, roles_summary, slope_per_s, summarize,
-                               disk_summary)
+from harness.analysis.resources import cpu_intervals, leaks, roles_summary, slope_per_s, summarize, disk_summary
+from reports.resources import resources_markdown
 
 MB = 1e6
 

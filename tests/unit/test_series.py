@@ -5,8 +5,7 @@ from hdrh.histogram import HdrHistogram
 
 from harness.checker import reconcile
 from harness.histsummary import Hist
-from reports.series import (lag_matrix, per_second_summary, percentile_curve_summary, produced_per_second,
-                            task_rows)
+from harness.analysis.series import (lag_matrix, per_second_summary, percentile_curve_summary, produced_per_second, task_rows)
 
 T0 = 1_700_000_000.0
 
@@ -88,7 +87,7 @@ def test_task_rows_leave_out_failed_attempts():
 
 
 def test_seconds_without_a_commit_count_zero():
-    from reports.series import dense_seconds
+    from harness.analysis.series import dense_seconds
 
     assert dense_seconds([3, 6], [10, 20]) == ([3, 4, 5, 6, 7], [10, 0, 0, 20, 0])
     assert dense_seconds([], []) == ([], [])

@@ -6,8 +6,9 @@ import pytest
 
 from harness.config import ConfigError, load_scenario, parse_override
 from harness.console import Console
+from harness import runner
 from harness.runner import RunOutcome
-from harness import sweep
+from harness.commands import sweep
 from test_config import MINIMAL, write
 
 
@@ -54,8 +55,7 @@ def _fake_runs(monkeypatch, verdicts):
 
     def fake_run(name, overrides, out, console):
         asked.append((name, overrides, out))
-        scenario, _, _ = load_scenario(name, overrides)  # the sub-run is an ordinary scenario
-        assert not scenario.sweep
+        load_scenario(name, overrides)  # every combination is a valid scenario
         verdict = verdicts[len(asked) - 1]
         code = {"pass": 0, "fail": 1, "interrupted": 130}[verdict]
         result = {"verdict": "unjudged" if code == 130 else verdict, "checks": [
@@ -64,7 +64,7 @@ def _fake_runs(monkeypatch, verdicts):
             "batches": 3, "source": {"totals": {"created": 2, "reused": 5, "mismatch": 1}}}
         return RunOutcome(out, result, code)
 
-    monkeypatch.setattr("harness.runner.run", fake_run)
+    monkeypatch.setattr("harness.runner.run_one", fake_run)
     return asked
 
 
@@ -74,8 +74,8 @@ def test_a_sweep_runs_every_combination_and_compares_them(tmp_path, monkeypatch)
     scenario, _, _ = load_scenario(path)
     outcome = sweep.run_sweep(scenario, path, ["producers.duration_s=5"], tmp_path / "out", Console(quiet=True))
     assert [a[1] for a in asked] == [
-        ["producers.duration_s=5", "spark.source_options.maxOffsetsPerTrigger=10", "sweep={}"],
-        ["producers.duration_s=5", "spark.source_options.maxOffsetsPerTrigger=20", "sweep={}"]]
+        ["producers.duration_s=5", "spark.source_options.maxOffsetsPerTrigger=10"],
+        ["producers.duration_s=5", "spark.source_options.maxOffsetsPerTrigger=20"]]
     assert [a[2].name for a in asked] == ["00-maxOffsetsPerTrigger=10", "01-maxOffsetsPerTrigger=20"]
     saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
     assert outcome.exit_code == 1 and saved["verdict"] == "fail" and saved["planned"] == 2
@@ -112,3 +112,15 @@ def test_the_sweep_table_shows_kafka_consumers_created():
     md = sweep.sweep_markdown({"scenario": "s", "verdict": "pass", "keys": ["minPartitions"], "planned": 1,
                                "runs": [{"values": {"minPartitions": 16}, "run_dir": "00", **row}]})
     assert "| minPartitions | verdict | consumers created | after 1st batch |" in md and "| 16 | pass | 16 | 3 |" in md
+
+
+def test_one_run_of_a_sweep_scenario_runs_it_once_as_written(tmp_path, monkeypatch):
+    """The pipeline never expands a [sweep] (that is the sweep command's): run_one hands it one scenario with the
+    overrides applied and no sweep left, and records the overrides as given."""
+    path = write(tmp_path, MINIMAL + '[sweep]\n"stream.partitions" = [1, 2]\n')
+    handed = []
+    monkeypatch.setattr("harness.runner.run_scenario", lambda scenario, p, overrides, out, console: handed.append(
+        (scenario, overrides)) or RunOutcome(out, {}, 0))
+    runner.run_one(path, ["stream.partitions=3"], tmp_path / "out", Console(quiet=True))
+    (scenario, overrides), = handed
+    assert scenario.sweep == {} and scenario.stream.partitions == 3 and overrides == ["stream.partitions=3"]

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from harness.config import ConfigError, Scenario, load_scenario
-from harness.faults.base import FAULT_PRODUCER_BASE
+from harness.effects import FAULT_PRODUCER_BASE
 from harness.verdict import judge
 from producers.records import ACK_COLUMNS
 

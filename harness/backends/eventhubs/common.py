@@ -13,6 +13,7 @@ from typing import Any
 
 from harness import atomic
 from harness.backends.base import Backend, BackendError, SparkSource
+from harness.placements import PLACEMENT_COLUMNS
 
 
 def with_entity(connection_string: str, hub: str) -> str:
@@ -127,8 +128,6 @@ class EventHubsBackendBase(Backend):
         return rows
 
     def write_placements(self, path: Path, rows: list[tuple[int, int, int, int]]) -> None:
-        from harness.checker import PLACEMENT_COLUMNS
-
         atomic.write_text(path, ",".join(PLACEMENT_COLUMNS) + "\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
 
     def record_positions(self, stream: str, out_dir: Path) -> int:

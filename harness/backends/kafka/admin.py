@@ -40,7 +40,6 @@ class KafkaBackendBase(Backend):
 
     _admin: AdminClient | None = None
     client: dict[str, Any] = {}  # [backend.client]: security settings as the user wrote them (secrets too)
-    required: list[tuple[str, dict[str, str]]] = []  # (fault label, its topic operations): checked at create_stream
     _authorized = False
 
     def set_client(self, client: dict[str, Any]) -> None:

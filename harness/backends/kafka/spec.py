@@ -124,10 +124,6 @@ class KafkaSpec(BackendSpec):
         return self
 
     def prepare(self, ctx) -> None:
-        from harness.faults import fault_for
-
-        ctx.backend.required = [(f"faults.{i} ({o.kind})", fault_for(o).needs()) for i, o in
-                                enumerate(ctx.scenario.faults) if fault_for(o).needs()]
         if self.proxy:
             from harness.netproxy import put_in_front
 

@@ -1,0 +1,54 @@
+"""Consumer lag over time: what the broker held minus what the query had committed, sampled once a second.
+
+Spark's own progress cannot show it (without a rate limit every batch reads up to the latest offset it saw, so
+`latestOffset - endOffset` is 0 even when the query is far behind): the runner samples the broker's end offsets
+(harness.lag_sampler, lag.jsonl) and each batch's commit is known from its progress record (start timestamp +
+triggerExecution).
+"""
+from __future__ import annotations
+
+from harness.analysis.progress import epoch_s, parse_offsets
+
+
+def _committed_timeline(progress: list[dict]) -> list[tuple[float, dict[str, int]]]:
+    """(commit time, per-partition end offset) of each batch, in commit order."""
+    out = []
+    for p in progress:
+        sources = p.get("sources") or []
+        if not sources or "timestamp" not in p:
+            continue
+        end = parse_offsets(sources[0].get("endOffset"))
+        if not end:
+            continue
+        parts: dict[str, int] = {}
+        for value in end.values():  # {stream: {partition: offset}}
+            if isinstance(value, dict):
+                parts.update({str(k): int(v) for k, v in value.items()})
+        done = epoch_s(p["timestamp"]) + p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
+        out.append((done, parts))
+    out.sort(key=lambda x: x[0])
+    return out
+
+
+def lag_by_partition(samples: list[dict], progress: list[dict]) -> list[tuple[float, dict[str, int]]]:
+    """(t, {partition: lag}) per sample: events on the broker not yet committed by the query at that moment."""
+    commits = _committed_timeline(progress)
+    out, i, committed = [], 0, {}
+    for s in sorted(samples, key=lambda x: x["t"]):
+        while i < len(commits) and commits[i][0] <= s["t"]:
+            committed = commits[i][1]
+            i += 1
+        out.append((s["t"], {p: max(0, int(end) - committed.get(p, 0)) for p, end in s["end"].items()}))
+    return out
+
+
+def lag_series(samples: list[dict], progress: list[dict]) -> list[dict]:
+    """[{t, lag}] per sample, summed over partitions."""
+    return [{"t": t, "lag": sum(parts.values())} for t, parts in lag_by_partition(samples, progress)]
+
+
+def lag_summary(series: list[dict]) -> dict:
+    if not series:
+        return {"max": 0, "mean": 0.0, "final": 0, "samples": 0}
+    values = [x["lag"] for x in series]
+    return {"max": max(values), "mean": sum(values) / len(values), "final": values[-1], "samples": len(values)}

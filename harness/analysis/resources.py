@@ -1,0 +1,200 @@
+"""Figures and leak verdicts from resources.jsonl (harness.resources): pure functions of the samples.
+
+Per role (broker, driver, executor, producer, …): how many processes, peak and mean RSS (the role's processes
+summed at each sample), CPU as cores used (cumulative CPU-time deltas between samples over wall time), most open
+files and threads; the run directory's disk over time. Leaks: the growth of each process's anonymous RSS (heap
+and stacks; file pages it maps, such as a history file read through mmap, are the kernel's to take back) per hour, the
+least-squares slope over its samples after its warm-up, against a threshold; a process watched too briefly is
+not judged and says so, rather than passing or failing on two points of noise.
+
+MB here is 10^6 bytes.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from harness.jsonl import read_jsonl
+
+MB = 1e6
+ROLE_ORDER = ("broker", "emulator", "netproxy", "spark-master", "spark-worker", "driver", "driver-jvm", "executor",
+              "python-worker", "producer", "runner", "launcher", "other")
+# defaults for a run that says nothing else (a soak states its own): the first minutes of a JVM are heap growth,
+# not a leak, and a slope over less than five minutes of samples is mostly noise
+AFTER_S, MIN_SPAN_S, MAX_GROWTH_MB_PER_H = 120.0, 300.0, 100.0
+
+
+def load(run_dir: Path) -> list[dict]:
+    return read_jsonl(Path(run_dir) / "resources.jsonl")
+
+
+def _role_key(role: str) -> tuple:
+    return (ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER), role)
+
+
+def processes(samples: list[dict]) -> dict[tuple[int, float], dict]:
+    """Each process (pid, create_time) with its role (the last one seen: a fork that execs changes role) and its
+    records in time order as (t, record)."""
+    out: dict[tuple[int, float], dict] = {}
+    for s in sorted(samples, key=lambda x: x["t"]):
+        for r in s.get("procs") or []:
+            p = out.setdefault((r["pid"], r["create_time"]), {"points": []})
+            p["role"] = r["role"]
+            p["points"].append((s["t"], r))
+    return out
+
+
+def slope_per_s(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of y over t (units of y per second)."""
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    my = sum(y for _, y in points) / n
+    den = sum((t - mt) ** 2 for t, _ in points)
+    return sum((t - mt) * (y - my) for t, y in points) / den if den else 0.0
+
+
+def cpu_intervals(samples: list[dict]) -> list[tuple[float, float, dict[str, float]]]:
+    """(start, end, {role: cores}) between consecutive samples: the CPU seconds each role's processes used in the
+    interval over its length. A process present at both ends adds its cpu_s delta; one born within the interval
+    adds all its cpu_s (it used them since)."""
+    ordered = sorted(samples, key=lambda x: x["t"])
+    out = []
+    for prev, cur in zip(ordered, ordered[1:]):
+        dt = cur["t"] - prev["t"]
+        if dt <= 0:
+            continue
+        before = {(r["pid"], r["create_time"]): r["cpu_s"] for r in prev.get("procs") or []}
+        used: dict[str, float] = defaultdict(float)
+        for r in cur.get("procs") or []:
+            key = (r["pid"], r["create_time"])
+            if key in before:
+                used[r["role"]] += max(0.0, r["cpu_s"] - before[key])
+            elif r["create_time"] > prev["t"]:
+                used[r["role"]] += r["cpu_s"]
+        out.append((prev["t"], cur["t"], {role: v / dt for role, v in used.items()}))
+    return out
+
+
+def role_rss(samples: list[dict]) -> dict[str, list[tuple[float, int]]]:
+    """Per role, (t, RSS bytes of its processes summed) at each sample where the role had a process."""
+    out: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for s in sorted(samples, key=lambda x: x["t"]):
+        sums: dict[str, int] = defaultdict(int)
+        for r in s.get("procs") or []:
+            sums[r["role"]] += r["rss_bytes"]
+        for role, v in sums.items():
+            out[role].append((s["t"], v))
+    return dict(sorted(out.items(), key=lambda kv: _role_key(kv[0])))
+
+
+def disk_series(samples: list[dict]) -> list[tuple[float, dict]]:
+    """(t, {"bytes", "by_dir"}) for each sample that walked the run directory."""
+    return [(s["t"], s["disk"]) for s in sorted(samples, key=lambda x: x["t"]) if s.get("disk")]
+
+
+def roles_summary(samples: list[dict]) -> dict[str, dict]:
+    procs = processes(samples)
+    rss = role_rss(samples)
+    cpu = cpu_intervals(samples)
+    span = sum(end - start for start, end, _ in cpu)
+    out: dict[str, dict] = {}
+    for role, series in rss.items():
+        mine = [p for p in procs.values() if p["role"] == role]
+        records = [r for p in mine for _, r in p["points"]]
+        cores = [c.get(role, 0.0) for _, _, c in cpu]
+        out[role] = {
+            "processes": len(mine),
+            "rss_peak_bytes": max(v for _, v in series),
+            "rss_mean_bytes": round(sum(v for _, v in series) / len(series)),
+            "rss_peak_process_bytes": max(r["rss_bytes"] for r in records),
+            # everything its processes used up to their last sample (cpu_s is cumulative since each started)
+            "cpu_s": round(sum(p["points"][-1][1]["cpu_s"] for p in mine), 3),
+            "cores_mean": round(sum(c * (e - s) for (s, e, _), c in zip(cpu, cores)) / span, 4) if span else None,
+            "cores_peak": round(max(cores), 4) if cores else None,
+            "fds_max": max(r["fds"] for r in records),
+            "threads_max": max(r["threads"] for r in records),
+        }
+    return out
+
+
+def disk_summary(samples: list[dict]) -> dict:
+    series = disk_series(samples)
+    if not series:
+        return {}
+    t_peak, peak = max(series, key=lambda x: x[1]["bytes"])
+    dirs = sorted({d for _, x in series for d in x.get("by_dir") or {}})
+    return {"samples": len(series), "peak_bytes": peak["bytes"], "peak_at": t_peak,
+            "final_bytes": series[-1][1]["bytes"],
+            "by_dir_peak": {d: max((x.get("by_dir") or {}).get(d, 0) for _, x in series) for d in dirs},
+            "by_dir_final": dict(series[-1][1].get("by_dir") or {})}
+
+
+def leaks(samples: list[dict], after_s: float = AFTER_S, max_growth_mb_per_h: float = MAX_GROWTH_MB_PER_H,
+          min_span_s: float = MIN_SPAN_S, t0: float | None = None) -> dict:
+    """Anonymous RSS growth per hour (samples without `anon_bytes`: RSS) of each process over its samples from `after_s` after the later of t0 (default: the
+    first sample) and its own start (a driver restarted mid-run warms up again), as a least-squares slope; over
+    `max_growth_mb_per_h` is a leak. A process with fewer than 3 such samples or spanning less than `min_span_s`
+    is not judged. Per role, the same slope of the role's summed RSS after t0 + after_s, as a figure (a restart
+    drops and regrows it, so it is not judged)."""
+    ordered = sorted(samples, key=lambda x: x["t"])
+    if t0 is None:
+        t0 = ordered[0]["t"] if ordered else 0.0
+    rows = []
+    for (pid, created), p in processes(ordered).items():
+        start = max(t0, created) + after_s
+        pts = [(t, r.get("anon_bytes", r["rss_bytes"])) for t, r in p["points"] if t >= start]
+        span = pts[-1][0] - pts[0][0] if pts else 0.0
+        row = {"role": p["role"], "pid": pid, "create_time": created, "samples": len(pts), "span_s": round(span, 1),
+               "rss_first_mb": round(pts[0][1] / MB, 1) if pts else None,
+               "rss_last_mb": round(pts[-1][1] / MB, 1) if pts else None, "growth_mb_per_h": None}
+        if len(pts) < 3 or span < min_span_s:
+            row["verdict"] = "not judged"
+            row["detail"] = (f"{len(pts)} sample(s) over {span:.0f} s after its warm-up; judging needs at least 3 "
+                             f"over {min_span_s:g} s")
+        else:
+            growth = slope_per_s(pts) * 3600 / MB
+            row["growth_mb_per_h"] = round(growth, 2)
+            row["verdict"] = "leak" if growth > max_growth_mb_per_h else "ok"
+            row["detail"] = (f"RSS {'+' if growth >= 0 else ''}{growth:,.1f} MB/h over {span:.0f} s "
+                             f"({'over' if growth > max_growth_mb_per_h else 'within'} "
+                             f"{max_growth_mb_per_h:g} MB/h)")
+        rows.append(row)
+    rows.sort(key=lambda r: (_role_key(r["role"]), r["create_time"], r["pid"]))
+    roles = {}
+    for role, series in role_rss(ordered).items():
+        pts = [(t, v) for t, v in series if t >= t0 + after_s]
+        span = pts[-1][0] - pts[0][0] if pts else 0.0
+        roles[role] = {"samples": len(pts), "span_s": round(span, 1),
+                       "growth_mb_per_h": round(slope_per_s(pts) * 3600 / MB, 2) if len(pts) >= 2 and span else None}
+    leaking = [r for r in rows if r["verdict"] == "leak"]
+    judged = [r for r in rows if r["verdict"] != "not judged"]
+    if leaking:
+        detail = "; ".join(f"{r['role']} pid {r['pid']} {r['growth_mb_per_h']:+,.1f} MB/h" for r in leaking)
+        detail = f"RSS growing over {max_growth_mb_per_h:g} MB/h after warm-up: {detail}"
+    elif judged:
+        detail = f"{len(judged)} process(es) within {max_growth_mb_per_h:g} MB/h after warm-up"
+    else:
+        detail = f"no process watched long enough to judge ({min_span_s:g} s after a {after_s:g} s warm-up)"
+    return {"ok": not leaking, "judged": len(judged), "leaking": len(leaking), "not_judged": len(rows) - len(judged),
+            "after_s": after_s, "max_growth_mb_per_h": max_growth_mb_per_h, "min_span_s": min_span_s,
+            "detail": detail, "processes": rows, "roles": roles}
+
+
+def summarize(samples: list[dict], after_s: float = AFTER_S, max_growth_mb_per_h: float = MAX_GROWTH_MB_PER_H,
+              min_span_s: float = MIN_SPAN_S, t0: float | None = None) -> dict:
+    """What result.json keeps under `resources`: per role, the disk, the leak verdicts and the sampling cost."""
+    if not samples:
+        return {}
+    ordered = sorted(samples, key=lambda x: x["t"])
+    costs = [s["cost_ms"] for s in ordered if "cost_ms" in s]
+    walks = [s["disk_ms"] for s in ordered if "disk_ms" in s]
+    gaps = sorted(b["t"] - a["t"] for a, b in zip(ordered, ordered[1:]))
+    return {"samples": len(ordered), "first_t": ordered[0]["t"], "last_t": ordered[-1]["t"],
+            "interval_s": round(gaps[len(gaps) // 2], 3) if gaps else None,
+            # what sampling cost the runner: a whole sample, and the disk walk within it (spaced out when slow)
+            "cost_ms": {"mean": round(sum(costs) / len(costs), 2), "max": max(costs)} if costs else {},
+            "disk_walk_ms": {"count": len(walks), "mean": round(sum(walks) / len(walks), 2), "max": max(walks)}
+            if walks else {},
+            "transient": sum(s.get("transient", 0) for s in ordered),
+            "roles": roles_summary(ordered), "disk": disk_summary(ordered),
+            "leaks": leaks(ordered, after_s, max_growth_mb_per_h, min_span_s, t0)}

@@ -1,0 +1,94 @@
+"""series.json: the run's figures over time, condensed once when the run is judged.
+
+The report draws its time charts from this file, not from the raw ack logs, sink and event log, so rebuilding
+the report of a long run takes a second. Every time is seconds since the traffic started (`t0`, epoch s), so
+runs line up when compared. Per second: events produced (the producers' own count) and scheduled, events made
+visible by the sink (commit time), and the latency of the events sent in that second. Also: the latency
+distribution (percentile curve) of the measured window, lag per partition per sample, and the scan tasks.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from harness.histsummary import Hist, LatencySummary, grouped_percentile
+from harness.analysis.lag import lag_by_partition
+
+# the percentile curve's levels: dense where tails live
+LEVELS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0)
+SCHEMA = 1
+
+
+def per_second_summary(per_second: dict) -> dict[str, list]:
+    """p50 / p99 / max latency of the events intended in each whole second since t0, as HdrHistogram reports them
+    (3 significant digits), from the checker's per-second buckets (harness.histsummary), and how many events were
+    made visible (sink commit time) in each second."""
+    if not per_second or not len(per_second["n"]):
+        return {"t": [], "latency_p50": [], "latency_p99": [], "latency_max": [], "visible_t": [], "visible": []}
+    s, b, n = (np.asarray(per_second[k], dtype=np.int64) for k in ("s", "bucket_us", "n"))
+    t, p50 = grouped_percentile(s, b, n, 50.0)
+    out = {"t": t.tolist(), "latency_p50": _round(p50 / 1000.0),
+           "latency_p99": _round(grouped_percentile(s, b, n, 99.0)[1] / 1000.0),
+           "latency_max": _round(grouped_percentile(s, b, n, 100.0)[1] / 1000.0)}
+    return {**out, "visible_t": np.asarray(per_second["visible_s"]).tolist(),
+            "visible": np.asarray(per_second["visible_n"]).tolist()}
+
+
+def dense_seconds(seconds: list[int], counts: list[int]) -> tuple[list[int], list[int]]:
+    """Per-second counts with the seconds that had none filled in as 0 (a sink commits once a batch: most seconds
+    make nothing visible, and a line must not carry the last commit's count across them)."""
+    if not seconds:
+        return [], []
+    at = dict(zip(seconds, counts))
+    span = list(range(min(seconds), max(seconds) + 2))  # one 0 after the last commit ends its step
+    return span, [at.get(t, 0) for t in span]
+
+
+def percentile_curve_summary(hist: Hist) -> list[list[float]]:
+    """The latency distribution at LEVELS: the value at each level as HdrHistogram reports it."""
+    if not hist.total:
+        return []
+    return [[level, round(hist.value_at_ms(level), 2)] for level in LEVELS]
+
+
+def produced_per_second(per_second: list[dict], t0: float) -> dict[str, list]:
+    """The producers' per-second rows (sent, scheduled, failed), on the run's time axis."""
+    rows = [r for r in per_second if "t" in r]
+    return {"t": [round(r["t"] - t0, 3) for r in rows], "sent": [r.get("sent", 0) for r in rows],
+            "scheduled": [round(r["expected"], 1) if r.get("expected") is not None else None for r in rows],
+            "failed": [r.get("failed", 0) for r in rows]}
+
+
+def lag_matrix(samples: list[dict], progress: list[dict], t0: float) -> dict[str, Any]:
+    """Lag per partition (rows) per sample (columns)."""
+    series = lag_by_partition(samples, progress)
+    parts = sorted({p for _, lags in series for p in lags}, key=lambda p: (len(p), p))
+    return {"t": [round(t - t0, 3) for t, _ in series], "partitions": parts,
+            "lag": [[lags.get(p, 0) for _, lags in series] for p in parts]}
+
+
+def task_rows(tasks: Iterable[dict], t0: float) -> dict[str, Any]:
+    """The scan tasks, one column each: batch, executor, partition (None unknown), launch (s), duration (ms),
+    locality, records read."""
+    done = [t for t in tasks if not t.get("failed")]
+    return {"batch": [t["batch"] for t in done], "executor": [t["executor"] for t in done],
+            "partition": [t["partition"] for t in done],
+            "launch_s": [round(t["launch_ms"] / 1000.0 - t0, 3) for t in done],
+            "duration_ms": [t["finish_ms"] - t["launch_ms"] for t in done],
+            "locality": [t["locality"] for t in done], "records": [t["records_read"] for t in done]}
+
+
+def build_series(*, t0: float, warmup_s: float, latency: LatencySummary, per_second: list[dict],
+                 progress: list[dict], lag_samples: list[dict], tasks: list[dict]) -> dict[str, Any]:
+    """`latency`: the checker's summary with t0's per-second buckets (IncrementalChecker.reconcile(t0=...))."""
+    return {"schema": SCHEMA, "t0": t0, "warmup_s": warmup_s,
+            "produced": produced_per_second(per_second, t0),
+            "delivered": per_second_summary(latency.per_second),
+            "percentiles": percentile_curve_summary(latency.latency),
+            "lag": lag_matrix(lag_samples, progress, t0),
+            "tasks": task_rows(tasks, t0)}
+
+
+def _round(values) -> list[float]:
+    return [round(float(v), 2) for v in values]

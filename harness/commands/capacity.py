@@ -1,0 +1,619 @@
+"""`harness capacity`: the highest constant rate a scenario's query sustains, and what stopped it going higher.
+
+**Search** (`search`, pure: it only calls `trial(rate) -> TrialOutcome`). Ramp from the start rate (`--start-eps`;
+default the scenario's own constant rate, else 1,000 events/s), doubling (`GROWTH`) while trials are sustained.
+At the first failure, bisect between the highest sustained rate `lo` and the lowest failed rate `hi` until
+`hi - lo <= max(RESOLUTION * lo, MIN_STEP_EPS)` (10% of the sustained rate, at least 100 events/s); midpoints are
+rounded to multiples of `MIN_STEP_EPS`. `--max-trials` bounds the whole search (ramp and bisection). The capacity
+is `lo`; the limiting factor is the one the trial at `hi` failed on. It is a *lower bound* (said in capacity.json,
+capacity.md and the final line) when nothing about the query bounded it: the trial at `hi` failed on the producer
+limit (the harness could not offer the load), or every trial was sustained before `--max-trials` ran out.
+When the start rate itself fails, the search steps down the same way (halving) until a rate is sustained, then
+bisects; when nothing is sustained down to `MIN_STEP_EPS` there is no capacity (exit 1); Ctrl-C keeps what was measured, `unjudged` (130).
+
+**A trial** is an ordinary run (harness.runner.run_one) in `<capacity dir>/<nn>-eps=<R>/` with the overrides
+`producers.rate={kind="constant", eps=R}`, `producers.duration_s=<trial_s>` and `producers.warmup_s=<the
+scenario's, else DEFAULT_WARMUP_S>`, on top of the user's `--set`s (a `[sweep]` table is not expanded). Every override is validated
+before the first trial. The warm-up runs at R too and keeps JIT, codegen and the first batch out of the figures;
+it must also let the query catch up with the backlog that first batch leaves. Measured on this project's 2-core
+machine (shared with other work): the first batch with data takes about 15 s, and at 3,000 events/s the batches
+came back to their steady size about 40 s after the traffic started; hence 30 s by default, not a few seconds.
+
+**Criteria** (`judge_trial`, from the run's result.json and its lag samples). R is sustained when all hold; a
+failed trial's limiting factor is the first failing one in this order (all failing ones are recorded):
+
+1. `producer limit`: the producers offered R, i.e. `throughput.produce_eps` (acked events of the measured
+   window per second) within `PRODUCER_TOLERANCE` (2%) of R, and `counts.pacer_skipped` == 0. Failing it, the
+   load was not what was asked: the trial says nothing about the query at R.
+2. `batch duration over the trigger`: `batch_stats.duration_ms.triggerExecution.p50` <= the trigger interval
+   (not judged with a 0 s trigger, where batches run back to back by design).
+3. `lag growth`: lag (events on the broker not yet committed by the query, harness.analysis.lag, sampled every second)
+   over the second half of the measured window, fitted by least squares: its slope > `LAG_GROWTH_FRACTION`
+   (5%) of R *and* the fitted lag at the window's end > `LAG_END_INTERVALS` (2) x R x the batch cadence, the
+   larger of the trigger interval, the batch p50 and 1 s. The second condition keeps the sawtooth of a query
+   that does keep up (lag rises by R for each batch's time and drops at its commit, and 1 s samples alias with a
+   1 s trigger) from reading as growth; it also means a trial of T s only sees a shortfall of more than about
+   2 x cadence / T of R this way (the batch criterion usually sees it first). Not judged with fewer than
+   `LAG_MIN_SAMPLES` (4) samples, or when the second half spans less than `LAG_MIN_CADENCES` (3) batch cadences:
+   over one or two batches the fit follows the sawtooth, not a trend (seen with a 5 s trigger and a 20 s window:
+   slopes of -16,000 events/s at 6,000 events/s); a longer `--trial-s` makes it judge.
+4. `latency limit`: end-to-end `latency_ms.p99` <= the limit (`--latency-p99-ms`, else the scenario's
+   `checks.latency_p99_ms`, else the larger of `DEFAULT_LATENCY_P99_MS` (5,000 ms) and `LATENCY_INTERVALS` (3)
+   trigger intervals: an event of a query that keeps up waits up to one interval for its batch, which takes up
+   to another; the third is room for the commit and the sink).
+5. `checks failed`: the run's own verdict is `pass` (nothing lost or duplicated beyond the scenario's limits,
+   drained, in order, ...); an unjudged run fails this with its reason.
+
+Every threshold is written to capacity.json (`thresholds`), each trial with each criterion's figure, limit and
+pass/fail. capacity.json is rewritten atomically after every trial; capacity.md is the same as a table.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from harness import atomic, runner
+from harness.config import ConfigError, load_scenario
+from harness.console import Console
+from harness.errors import InputError
+from harness.jsonl import read_jsonl
+from harness.oracles import interval_ms
+
+GROWTH = 2.0
+RESOLUTION = 0.10
+MIN_STEP_EPS = 100
+DEFAULT_START_EPS = 1000
+DEFAULT_TRIAL_S = 30.0
+DEFAULT_WARMUP_S = 30.0
+DEFAULT_MAX_TRIALS = 12
+DEFAULT_LATENCY_P99_MS = 5000.0
+LATENCY_INTERVALS = 3.0
+PRODUCER_TOLERANCE = 0.02
+MAX_PACER_SKIPPED = 0
+LAG_GROWTH_FRACTION = 0.05
+LAG_END_INTERVALS = 2.0
+LAG_MIN_SAMPLES = 4
+LAG_MIN_CADENCES = 3.0
+
+# criterion -> the limiting factor it names when it fails; dict order is the order a failing trial's limiting
+# factor is picked in
+CRITERIA = {
+    "producer_rate": "producer limit",
+    "batch_duration": "batch duration over the trigger",
+    "lag_growth": "lag growth",
+    "latency_p99": "latency limit",
+    "checks": "checks failed",
+}
+PRODUCER_LIMIT = CRITERIA["producer_rate"]
+TRIAL_LIMIT = "trial limit"
+
+Verdict = Literal["sustained", "failed", "unjudged"]
+
+
+# ------------------------------------------------------------------------------------------------ judging a trial
+@dataclass
+class Limits:
+    """What a trial is judged against (all of it goes to capacity.json as `thresholds`)."""
+    trigger_interval_ms: float
+    latency_p99_ms: float = DEFAULT_LATENCY_P99_MS
+    latency_from: str = "default"
+    producer_tolerance: float = PRODUCER_TOLERANCE
+    max_pacer_skipped: int = MAX_PACER_SKIPPED
+    lag_growth_fraction: float = LAG_GROWTH_FRACTION
+    lag_end_intervals: float = LAG_END_INTERVALS
+    lag_min_samples: int = LAG_MIN_SAMPLES
+    lag_min_cadences: float = LAG_MIN_CADENCES
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "producer_rate": {"produce_eps_within_fraction_of_rate": self.producer_tolerance,
+                              "pacer_skipped_max": self.max_pacer_skipped},
+            "batch_duration": {"trigger_execution_p50_max_ms": self.trigger_interval_ms or None,
+                               "judged": self.trigger_interval_ms > 0},
+            "lag_growth": {"over": "second half of the measured window, least-squares slope of 1 s lag samples",
+                           "slope_max_fraction_of_rate": self.lag_growth_fraction,
+                           "and_end_lag_over_cadences_of_rate": self.lag_end_intervals,
+                           "cadence_s": "max(trigger interval, batch p50, 1 s)",
+                           "trigger_interval_s": self.trigger_interval_ms / 1000.0,
+                           "min_samples": self.lag_min_samples,
+                           "min_span_cadences": self.lag_min_cadences},
+            "latency_p99": {"max_ms": self.latency_p99_ms, "from": self.latency_from},
+            "checks": {"run_verdict": "pass"},
+        }
+
+    def cadence_s(self, batch_p50_ms: float | None) -> float:
+        """How often the query commits: the trigger interval, or the batches' own time when they overrun it."""
+        return max(self.trigger_interval_ms / 1000.0, (batch_p50_ms or 0.0) / 1000.0, 1.0)
+
+
+@dataclass
+class Criterion:
+    name: str
+    ok: bool | None  # None: not judged (no figure, or the criterion does not apply)
+    value: float | None
+    limit: float | None
+    detail: str
+    figures: dict[str, Any] = field(default_factory=dict)  # the other figures it was judged on
+
+    @property
+    def factor(self) -> str:
+        return CRITERIA[self.name]
+
+
+@dataclass
+class TrialOutcome:
+    rate: float
+    verdict: Verdict
+    criteria: list[Criterion] = field(default_factory=list)
+    run_dir: str | None = None
+    exit_code: int | None = None
+    note: str = ""  # e.g. why it is unjudged
+
+    @property
+    def sustained(self) -> bool:
+        return self.verdict == "sustained"
+
+    @property
+    def failing(self) -> list[Criterion]:
+        return [c for c in self.criteria if c.ok is False]
+
+    @property
+    def limiting_factor(self) -> str | None:
+        return self.failing[0].factor if self.verdict == "failed" and self.failing else None
+
+    @property
+    def detail(self) -> str:
+        """The limiting factor's figures ('p50 1,350 ms > 1,000 ms'), then any other failing criterion."""
+        failing = self.failing
+        if self.verdict != "failed" or not failing:
+            return self.note
+        text = failing[0].detail
+        if len(failing) > 1:
+            text += "; also " + "; ".join(f"{c.factor}: {c.detail}" for c in failing[1:])
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rate_eps": self.rate, "verdict": self.verdict, "limiting_factor": self.limiting_factor,
+                "detail": self.detail, "run_dir": self.run_dir, "exit_code": self.exit_code,
+                "criteria": {c.name: {"ok": c.ok, "value": c.value, "limit": c.limit, "detail": c.detail,
+                                      **c.figures} for c in self.criteria}}
+
+
+def _n(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def _get(d: dict, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)  # type: ignore[assignment]
+    return d
+
+
+def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> list[Criterion]:
+    """Each criterion (module docstring) for a trial at `rate` from its result.json and `lag_growth`'s figures."""
+    out = []
+    produced = _get(result, "throughput", "produce_eps")
+    skipped = _get(result, "counts", "pacer_skipped") or 0
+    if produced is None:
+        out.append(Criterion("producer_rate", None, None, rate, "no produce rate in the result"))
+    else:
+        off = (produced - rate) / rate if rate else 0.0
+        ok = abs(off) <= limits.producer_tolerance and skipped <= limits.max_pacer_skipped
+        text = (f"offered {_n(produced)} events/s = {100 * produced / rate:.1f}% of {_n(rate)} "
+                f"({'within' if abs(off) <= limits.producer_tolerance else 'not within'} "
+                f"{100 * limits.producer_tolerance:g}%)" if rate else f"offered {_n(produced)} events/s")
+        text += f", pacer skipped {skipped:,} events" if skipped else ""
+        out.append(Criterion("producer_rate", ok, float(produced), float(rate), text,
+                             {"pacer_skipped": int(skipped), "pacer_skipped_max": limits.max_pacer_skipped}))
+
+    p50 = _get(result, "batch_stats", "duration_ms", "triggerExecution", "p50")
+    interval = limits.trigger_interval_ms
+    if interval <= 0:
+        out.append(Criterion("batch_duration", None, p50, None, "not judged: the trigger interval is 0 s"))
+    elif p50 is None:
+        out.append(Criterion("batch_duration", None, None, interval, "no batch with data in the measured window"))
+    else:
+        out.append(Criterion("batch_duration", p50 <= interval, float(p50), interval,
+                             f"p50 {_n(p50)} ms {'<=' if p50 <= interval else '>'} {_n(interval)} ms"))
+
+    out.append(_lag_criterion(rate, lag, limits, p50))
+
+    p99 = _get(result, "latency_ms", "p99")
+    delivered = _get(result, "counts", "delivered_unique")
+    if p99 is None or not delivered:
+        out.append(Criterion("latency_p99", None, None, limits.latency_p99_ms, "no event delivered"))
+    else:
+        out.append(Criterion("latency_p99", p99 <= limits.latency_p99_ms, float(p99), limits.latency_p99_ms,
+                             f"p99 {_n(p99)} ms {'<=' if p99 <= limits.latency_p99_ms else '>'} "
+                             f"{_n(limits.latency_p99_ms)} ms"))
+
+    verdict = result.get("verdict")
+    failed = [c.get("name", "?") for c in result.get("checks") or [] if not c.get("ok")]
+    if verdict == "pass":
+        out.append(Criterion("checks", True, None, None, f"all {len(result.get('checks') or [])} checks passed"))
+    elif verdict == "unjudged":
+        out.append(Criterion("checks", False, None, None,
+                             f"the run could not be judged: {result.get('unjudged_reason') or 'no reason given'}"))
+    else:
+        details = {c.get("name"): c.get("detail", "") for c in result.get("checks") or []}
+        out.append(Criterion("checks", False, float(len(failed)), 0.0,
+                             "failed " + "; ".join(f"{n} ({str(details.get(n, ''))[:160]})" for n in failed)
+                             if failed else "the run failed"))
+    return out
+
+
+def _lag_criterion(rate: float, lag: dict | None, limits: Limits, batch_p50_ms: float | None = None) -> Criterion:
+    if not lag or lag.get("slope_eps") is None:
+        n = (lag or {}).get("samples", 0)
+        return Criterion("lag_growth", None, None, None,
+                         f"not judged: {n} lag samples in the window's second half (need {limits.lag_min_samples})")
+    slope, end = float(lag["slope_eps"]), float(lag["end_lag"])
+    slope_max = limits.lag_growth_fraction * rate
+    cadence = limits.cadence_s(batch_p50_ms)
+    span = float(lag.get("to", 0.0)) - float(lag.get("from", 0.0))
+    if span < limits.lag_min_cadences * cadence:
+        return Criterion("lag_growth", None, slope, slope_max,
+                         f"not judged: the window's second half spans {span:.0f} s, under {limits.lag_min_cadences:g}"
+                         f" batch cadences of {cadence:.1f} s (a longer --trial-s judges it)",
+                         {"end_lag": end, "cadence_s": cadence, "samples": lag.get("samples"),
+                          "max_lag": lag.get("max_lag")})
+    end_max = limits.lag_end_intervals * rate * cadence
+    growing = slope > slope_max and end > end_max
+    text = (f"lag {'grew' if slope >= 0 else 'fell'} {_n(abs(slope))} events/s over the window's second half "
+            f"({'>' if slope > slope_max else '<='} {100 * limits.lag_growth_fraction:g}% of R = {_n(slope_max)}), "
+            f"{_n(end)} events behind at its end ({'>' if end > end_max else '<='} {_n(end_max)})")
+    return Criterion("lag_growth", not growing, slope, slope_max, text,
+                     {"end_lag": end, "end_lag_max": end_max, "cadence_s": cadence, "samples": lag.get("samples"),
+                      "max_lag": lag.get("max_lag")})
+
+
+def lag_growth(series: list[dict], start: float, end: float, min_samples: int = LAG_MIN_SAMPLES) -> dict:
+    """Least-squares line through the lag samples ({t, lag}) of [start + (end-start)/2, end]: its slope
+    (events/s) and its value at `end` (the lag at the window's end, smoothed)."""
+    mid = start + (end - start) / 2.0
+    pts = [(float(s["t"]), float(s["lag"])) for s in series if mid <= s["t"] <= end]
+    out: dict[str, Any] = {"samples": len(pts), "from": mid, "to": end, "slope_eps": None, "end_lag": None,
+                           "max_lag": max((p[1] for p in pts), default=None)}
+    if len(pts) < max(2, min_samples):
+        return out
+    n = len(pts)
+    mt = sum(t for t, _ in pts) / n
+    ml = sum(v for _, v in pts) / n
+    var = sum((t - mt) ** 2 for t, _ in pts)
+    if var <= 0:
+        return out
+    slope = sum((t - mt) * (v - ml) for t, v in pts) / var
+    out.update(slope_eps=slope, end_lag=max(0.0, ml + slope * (end - mt)))
+    return out
+
+
+def measured_window(run_dir: Path, result: dict, duration_s: float) -> tuple[float, float] | None:
+    """[start, end] of the measured window (epoch s): the timeline's traffic_start, else the result's warm-up."""
+    start = next((e.get("at") for e in read_jsonl(run_dir / "timeline.jsonl") if e.get("event") == "traffic_start"),
+                 None) or _get(result, "warmup", "measured_from")
+    return None if start is None else (float(start), float(start) + duration_s)
+
+
+def lag_figures(run_dir: Path, result: dict, duration_s: float) -> dict | None:
+    """lag_growth over the trial's measured window, from its lag.jsonl and progress.jsonl."""
+    from harness.analysis.lag import lag_series
+
+    window = measured_window(run_dir, result, duration_s)
+    if window is None:
+        return None
+    series = lag_series(read_jsonl(run_dir / "lag.jsonl"), read_jsonl(run_dir / "progress.jsonl"))
+    return lag_growth(series, *window)
+
+
+# ------------------------------------------------------------------------------------------------ the search
+@dataclass
+class SearchResult:
+    trials: list[TrialOutcome]
+    capacity_eps: float | None
+    next_eps: float | None  # the lowest failed rate above the capacity
+    limiting_factor: str | None
+    bounded_by: str
+    lower_bound: bool
+    resolution_eps: float | None
+    resolution_reached: bool
+    interrupted: bool
+    stop_reason: str
+
+    @property
+    def verdict(self) -> str:
+        if self.interrupted:
+            return "unjudged"
+        return "pass" if self.capacity_eps is not None else "fail"
+
+    def line(self) -> str:
+        """The one line a user reads first."""
+        nxt = next((t for t in self.trials if t.rate == self.next_eps and t.verdict == "failed"), None)
+        why = (f"next step {_n(self.next_eps)} failed: {self.limiting_factor}, {nxt.detail.split('; also ')[0]}"
+               if nxt else self.bounded_by)
+        if self.interrupted:
+            so_far = (f"{_n(self.capacity_eps)} events/s sustained so far" if self.capacity_eps is not None
+                      else "nothing sustained yet")
+            return f"capacity: unjudged, interrupted after {len(self.trials)} trials ({so_far})"
+        if self.capacity_eps is None:
+            low = min(self.trials, key=lambda t: t.rate) if self.trials else None
+            return (f"capacity: none found, every rate down to {_n(low.rate if low else None)} events/s failed"
+                    f" ({low.limiting_factor}, {low.detail.split('; also ')[0]})" if low else
+                    "capacity: none found (no trial ran)")
+        if self.lower_bound:
+            return f"capacity: at least {_n(self.capacity_eps)} events/s (a lower bound: {why})"
+        return f"capacity: {_n(self.capacity_eps)} events/s ({why})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "capacity_eps": self.capacity_eps, "limiting_factor": self.limiting_factor,
+                "bounded_by": self.bounded_by, "lower_bound": self.lower_bound, "next_eps": self.next_eps,
+                "resolution_eps": self.resolution_eps, "resolution_reached": self.resolution_reached,
+                "stop_reason": self.stop_reason, "summary": self.line()}
+
+
+def _round_step(x: float, step: float) -> float:
+    return float(round(x / step) * step)
+
+
+def search(trial: Callable[[float], TrialOutcome], start_eps: float, *, max_trials: int = DEFAULT_MAX_TRIALS,
+           growth: float = GROWTH, resolution: float = RESOLUTION, min_step_eps: float = MIN_STEP_EPS,
+           after_trial: Callable[[SearchResult], None] | None = None) -> SearchResult:
+    """Ramp by `growth` from `start_eps` until a trial fails (down by `growth` while nothing is sustained), then bisect between the highest sustained and the
+    lowest failed rate to max(resolution x sustained, min_step_eps); at most `max_trials` trials in all.
+    `after_trial` sees the result so far after every trial (capacity.json is rewritten from it)."""
+    trials: list[TrialOutcome] = []
+    lo: float | None = None
+    hi: float | None = None
+    rate = float(round(start_eps))
+    stop = ""
+    while True:
+        if len(trials) >= max_trials:
+            stop = "max_trials"
+            break
+        outcome = trial(rate)
+        trials.append(outcome)
+        if outcome.verdict == "unjudged":
+            stop = "interrupted"
+            if after_trial:
+                after_trial(conclude(trials, lo, hi, resolution, min_step_eps, stop))
+            break
+        if outcome.sustained:
+            lo = rate
+        else:
+            hi = rate
+        nxt: float | None
+        if hi is None:
+            nxt = float(round(rate * growth))
+        elif lo is None:  # nothing sustained yet: step down the same way, to the floor
+            nxt = float(round(hi / growth))
+            if nxt < min_step_eps:
+                nxt, stop = None, "start_failed"
+        elif hi - lo <= max(resolution * lo, min_step_eps):
+            nxt, stop = None, "resolution"
+        else:
+            nxt = _round_step((lo + hi) / 2.0, min_step_eps)
+            if not lo < nxt < hi:
+                nxt, stop = None, "resolution"
+        if after_trial:
+            after_trial(conclude(trials, lo, hi, resolution, min_step_eps, stop or "running"))
+        if nxt is None:
+            break
+        rate = nxt
+    return conclude(trials, lo, hi, resolution, min_step_eps, stop)
+
+
+def conclude(trials: list[TrialOutcome], lo: float | None, hi: float | None, resolution: float,
+             min_step_eps: float, stop: str) -> SearchResult:
+    interrupted = stop == "interrupted"
+    res = max(resolution * lo, min_step_eps) if lo is not None else None
+    reached = lo is not None and hi is not None and hi - lo <= (res or 0) or stop == "resolution"
+    hi_trial = next((t for t in trials if t.rate == hi and t.verdict == "failed"), None)
+    if hi_trial is not None:
+        factor = hi_trial.limiting_factor
+        lower = factor == PRODUCER_LIMIT
+        bounded = f"{_n(hi)} events/s failed: {factor}, {hi_trial.detail}"
+        if lower:
+            bounded += "; the query was not tested there, so the capacity is a lower bound"
+        if lo is not None and not reached and stop == "max_trials":
+            bounded += f"; --max-trials reached before the {_n(res)} events/s resolution"
+    elif lo is not None and stop == "running":
+        factor, lower, bounded = None, True, f"every trial so far sustained, up to {_n(lo)} events/s"
+    elif lo is not None:
+        factor, lower = (None if interrupted else TRIAL_LIMIT), True
+        bounded = (f"every trial up to {_n(lo)} events/s was sustained; the search stopped "
+                   f"({'interrupted' if interrupted else 'max trials reached'}) before a rate failed")
+    else:
+        factor, lower, bounded = None, False, "no trial finished"
+    return SearchResult(trials=list(trials), capacity_eps=lo, next_eps=hi, limiting_factor=factor,
+                        bounded_by=bounded, lower_bound=lower and lo is not None, resolution_eps=res,
+                        resolution_reached=bool(reached), interrupted=interrupted, stop_reason=stop)
+
+
+# ------------------------------------------------------------------------------------------------ running it
+@dataclass
+class CapacityOutcome:
+    out_dir: Path
+    summary: dict
+    exit_code: int
+
+
+def rate_override(rate: float) -> str:
+    eps = int(rate) if float(rate).is_integer() else rate
+    return f'producers.rate={{kind="constant", eps={eps}}}'
+
+
+def trial_overrides(overrides: list[str], rate: float, trial_s: float, warmup_s: float) -> list[str]:
+    return list(overrides) + [rate_override(rate), f"producers.duration_s={trial_s:g}",
+                              f"producers.warmup_s={warmup_s:g}"]
+
+
+def trial_label(index: int, rate: float) -> str:
+    return f"{index:02d}-eps={int(rate) if float(rate).is_integer() else rate}"
+
+
+def _positive(name: str, value: float | None, integer: bool = False) -> None:
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value) or value <= 0 or (integer and int(value) != value):
+        raise InputError(f"{name} {value!r}: must be a positive {'integer' if integer else 'number'}")
+
+
+def plan(name_or_path: str, overrides: list[str], *, latency_p99_ms: float | None, trial_s: float,
+         max_trials: int, start_eps: float | None) -> dict[str, Any]:
+    """Everything checked before the first trial (InputError naming the option or field otherwise)."""
+    _positive("--trial-s", trial_s)
+    _positive("--max-trials", max_trials, integer=True)
+    _positive("--start-eps", start_eps)
+    _positive("--latency-p99-ms", latency_p99_ms)
+    scenario, path, _ = load_scenario(name_or_path, overrides)
+    trigger = scenario.spark.trigger
+    if trigger.kind != "processingTime":
+        raise ConfigError(f"{path}: spark.trigger.kind = {trigger.kind!r}: a capacity search needs a continuously "
+                          f"running query, kind = \"processingTime\"")
+    try:
+        interval = interval_ms(trigger.interval)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: spark.trigger.interval: {exc}") from None
+    rate = scenario.producers.rate
+    start = float(start_eps or (getattr(rate, "eps", None) if rate.kind == "constant" else None)
+                  or DEFAULT_START_EPS)
+    warmup = scenario.producers.warmup_s or DEFAULT_WARMUP_S
+    for r in (start, start * GROWTH ** (max_trials - 1)):  # every trial differs from these only in its rate
+        load_scenario(name_or_path, trial_overrides(overrides, r, trial_s, warmup))
+    if latency_p99_ms is not None:
+        latency, source = float(latency_p99_ms), "--latency-p99-ms"
+    elif scenario.checks.latency_p99_ms is not None:
+        latency, source = float(scenario.checks.latency_p99_ms), "checks.latency_p99_ms"
+    elif LATENCY_INTERVALS * interval > DEFAULT_LATENCY_P99_MS:
+        latency, source = LATENCY_INTERVALS * interval, f"default: {LATENCY_INTERVALS:g} x the trigger interval"
+    else:
+        latency, source = DEFAULT_LATENCY_P99_MS, "default"
+    return {"scenario": scenario, "path": path, "start_eps": start, "warmup_s": warmup,
+            "limits": Limits(trigger_interval_ms=interval, latency_p99_ms=latency, latency_from=source)}
+
+
+def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
+                 console: Console | None = None, *, latency_p99_ms: float | None = None,
+                 trial_s: float = DEFAULT_TRIAL_S, max_trials: int = DEFAULT_MAX_TRIALS,
+                 start_eps: float | None = None) -> CapacityOutcome:
+    overrides = list(overrides or [])
+    console = console or Console()
+    p = plan(name_or_path, overrides, latency_p99_ms=latency_p99_ms, trial_s=trial_s, max_trials=max_trials,
+             start_eps=start_eps)
+    scenario, limits = p["scenario"], p["limits"]
+    cap_dir = runner.new_run_dir(f"{scenario.name}-capacity", out)
+    t0 = time.time()
+    head = {"scenario": scenario.name, "file": str(p["path"]), "overrides": overrides,
+            "settings": {"start_eps": p["start_eps"], "trial_s": trial_s, "warmup_s": p["warmup_s"],
+                         "max_trials": max_trials, "growth": GROWTH, "resolution_fraction": RESOLUTION,
+                         "min_step_eps": MIN_STEP_EPS},
+            "thresholds": limits.as_dict(), "started_at": t0}
+
+    def write(res: SearchResult) -> dict:
+        summary = {**head, "elapsed_s": round(time.time() - t0, 1), **res.as_dict(),
+                   "trials": [t.as_dict() for t in res.trials]}
+        atomic.write_json(cap_dir / "capacity.json", summary)
+        atomic.write_text(cap_dir / "capacity.md", capacity_markdown(summary))
+        return summary
+
+    def trial(rate: float) -> TrialOutcome:
+        index = trial_count[0]
+        trial_count[0] += 1
+        sub = cap_dir / trial_label(index, rate)
+        console.info(f"capacity trial {index + 1} (at most {max_trials}): {_n(rate)} events/s for {trial_s:g} s "
+                     f"after a {p['warmup_s']:g} s warm-up")
+        try:
+            outcome = runner.run_one(name_or_path, trial_overrides(overrides, rate, trial_s, p["warmup_s"]), sub,
+                                 console)
+        except KeyboardInterrupt:
+            return TrialOutcome(rate, "unjudged", run_dir=sub.name, exit_code=130,
+                                note="interrupted (Ctrl-C / SIGTERM): not judged")
+        try:
+            lag = lag_figures(sub, outcome.result, trial_s)
+        except KeyboardInterrupt:
+            lag, outcome.exit_code = None, 130
+        criteria = judge_trial(rate, outcome.result, lag, limits)
+        if outcome.exit_code == 130:
+            return TrialOutcome(rate, "unjudged", criteria, sub.name, 130,
+                                note="interrupted (Ctrl-C / SIGTERM): figures kept, not judged")
+        verdict: Verdict = "sustained" if all(c.ok is not False for c in criteria) else "failed"
+        t = TrialOutcome(rate, verdict, criteria, sub.name, outcome.exit_code)
+        console.info(f"capacity trial {index + 1}: {_n(rate)} events/s "
+                     + ("sustained" if t.sustained else f"failed: {t.limiting_factor}, {t.detail}"))
+        return t
+
+    trial_count = [0]
+    last: list[SearchResult] = []
+
+    def after(res: SearchResult) -> None:
+        last[:] = [res]
+        write(res)
+
+    try:
+        result = search(trial, p["start_eps"], max_trials=max_trials, after_trial=after)
+    except KeyboardInterrupt:  # between trials (the trial itself turns Ctrl-C into an unjudged outcome)
+        prev = last[0] if last else conclude([], None, None, RESOLUTION, MIN_STEP_EPS, "interrupted")
+        result = conclude(prev.trials, prev.capacity_eps, prev.next_eps, RESOLUTION, MIN_STEP_EPS, "interrupted")
+    summary = write(result)
+    console.info(f"capacity search: {len(result.trials)} trials in {summary['elapsed_s']:,.0f} s; "
+                 f"{cap_dir}/capacity.md")
+    print(result.line(), flush=True)
+    code = 130 if result.interrupted else (0 if result.capacity_eps is not None else 1)
+    return CapacityOutcome(cap_dir, summary, code)
+
+
+# ------------------------------------------------------------------------------------------------ capacity.md
+def capacity_markdown(summary: dict) -> str:
+    s, th = summary["settings"], summary["thresholds"]
+    lines = [f"# Capacity: {summary['scenario']} ({summary['verdict']})", "", f"**{summary['summary']}**", ""]
+    if summary.get("capacity_eps") is not None:
+        lines += [f"- capacity: {_n(summary['capacity_eps'])} events/s"
+                  + (" (a lower bound)" if summary["lower_bound"] else ""),
+                  f"- limiting factor: {summary['limiting_factor'] or '-'}",
+                  f"- bounded by: {summary['bounded_by']}",
+                  f"- resolution: {_n(summary['resolution_eps'])} events/s "
+                  f"({'reached' if summary['resolution_reached'] else 'not reached'}); stopped: "
+                  f"{summary['stop_reason']}"]
+    lines += [f"- search: from {_n(s['start_eps'])} events/s, x{s['growth']:g} until a trial fails, then bisection "
+              f"to {100 * s['resolution_fraction']:g}% (at least {s['min_step_eps']} events/s); trials of "
+              f"{s['trial_s']:g} s after a {s['warmup_s']:g} s warm-up, at most {s['max_trials']}",
+              f"- sustained when: producers offered the rate within "
+              f"{100 * th['producer_rate']['produce_eps_within_fraction_of_rate']:g}% with "
+              f"{th['producer_rate']['pacer_skipped_max']} pacer skips; batch p50 <= "
+              + (f"{_n(th['batch_duration']['trigger_execution_p50_max_ms'])} ms (the trigger)"
+                 if th["batch_duration"]["judged"] else "(not judged: 0 s trigger)")
+              + f"; lag not growing (slope over the second half <= "
+              f"{100 * th['lag_growth']['slope_max_fraction_of_rate']:g}% of the rate, or lag at the end <= "
+              f"{th['lag_growth']['and_end_lag_over_cadences_of_rate']:g} x rate x the batch cadence, "
+              f"{th['lag_growth']['cadence_s']}; judged over at least "
+              f"{th['lag_growth'].get('min_span_cadences', LAG_MIN_CADENCES):g} cadences); latency p99 <= {_n(th['latency_p99']['max_ms'])} ms "
+              f"({th['latency_p99']['from']}); the run's checks pass", ""]
+    head = ["#", "rate (events/s)", "verdict", "offered/s", "pacer skipped", "batch p50 ms", "lag slope/s",
+            "lag at end", "p99 ms", "checks", "limiting factor", "run"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, t in enumerate(summary["trials"]):
+        c = t["criteria"]
+
+        def v(name: str) -> str:
+            return _n((c.get(name) or {}).get("value"))
+        mark = {True: "", False: " ✗", None: ""}
+        checks = c.get("checks") or {}
+        cells = [str(i), _n(t["rate_eps"]), t["verdict"],
+                 v("producer_rate") + mark[(c.get("producer_rate") or {}).get("ok")],
+                 _n((c.get("producer_rate") or {}).get("pacer_skipped")), v("batch_duration") + mark[(c.get("batch_duration") or {}).get("ok")],
+                 v("lag_growth") + mark[(c.get("lag_growth") or {}).get("ok")],
+                 _n((c.get("lag_growth") or {}).get("end_lag")),
+                 v("latency_p99") + mark[(c.get("latency_p99") or {}).get("ok")],
+                 "pass" if checks.get("ok") else ("-" if checks.get("ok") is None else "FAIL"),
+                 t["limiting_factor"] or "-", t["run_dir"] or "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    failed = [t for t in summary["trials"] if t["verdict"] == "failed"]
+    if failed:
+        lines += [""] + [f"- {_n(t['rate_eps'])} events/s ({t['run_dir']}): {t['limiting_factor']}: {t['detail']}"
+                         for t in failed]
+    return "\n".join(lines) + "\n"
+

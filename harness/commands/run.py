@@ -1,0 +1,19 @@
+"""`harness run SCENARIO`: one run through the pipeline, or, for a scenario with a `[sweep]` table, one run per
+combination side by side (harness.commands.sweep)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.commands.sweep import run_sweep
+from harness.config import load_scenario
+from harness.console import Console
+from harness.runner import RunOutcome, run_one
+
+
+def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
+        console: Console | None = None) -> RunOutcome:
+    scenario, _, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
+    console = console or Console()
+    if scenario.sweep:
+        return run_sweep(scenario, name_or_path, list(overrides or []), out, console)
+    return run_one(name_or_path, overrides, out, console)

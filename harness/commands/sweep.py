@@ -1,0 +1,141 @@
+"""`[sweep]`: one scenario run for every combination of the swept values, side by side.
+
+Every combination is loaded and validated before the first run starts (a bad value is exit 2, nothing run).
+Each run is an ordinary run (harness.runner.run_one) in `<sweep dir>/<nn>-<values>/`, with the swept keys applied
+as `--set` overrides (recorded in its scenario.json). `sweep.json` is rewritten atomically after every run, so an interrupted sweep
+keeps what it measured; `sweep.md` puts the key figures of the runs next to each other. The sweep passes when
+every run passes.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from harness import atomic, runner
+from harness.config import Scenario, load_scenario
+from harness.console import Console
+
+def combinations(sweep: dict[str, list]) -> list[dict[str, Any]]:
+    keys = list(sweep)
+    return [dict(zip(keys, values)) for values in itertools.product(*(sweep[k] for k in keys))]
+
+
+def override_text(key: str, value: Any) -> str:
+    """`key=value` as `--set` reads it back (values are TOML)."""
+    if isinstance(value, bool):
+        return f"{key}={'true' if value else 'false'}"
+    if isinstance(value, (int, float)):
+        return f"{key}={value!r}"
+    return f"{key}={json.dumps(str(value))}"
+
+
+def label(index: int, values: dict[str, Any]) -> str:
+    text = "-".join(f"{k.rsplit('.', 1)[-1]}={str(v).lower() if isinstance(v, bool) else v}"
+                    for k, v in values.items())
+    return f"{index:02d}-" + re.sub(r"[^A-Za-z0-9=._-]+", "_", text)[:100]
+
+
+def figures(result: dict) -> dict[str, Any]:
+    """The figures a sweep compares (from a run's result.json)."""
+    from reports.compare import figure
+
+    source, placement = result.get("source") or {}, result.get("placement") or {}
+    consumers = result.get("consumers") or {}
+    totals = source.get("totals") or {}
+    return {
+        "verdict": result.get("verdict"),
+        "failed_checks": [c["name"] for c in result.get("checks") or [] if not c.get("ok")],
+        "process_rps": figure(result, "process_rps"),
+        "latency_p50_ms": figure(result, "p50"),
+        "latency_p99_ms": figure(result, "p99"),
+        "batches": result.get("batches"),
+        "batch_p50_ms": figure(result, "batch_p50_ms"),
+        "max_lag": figure(result, "max_lag"),
+        "receivers_created": totals.get("created"), "receivers_reused": totals.get("reused"),
+        "receiver_mismatches": totals.get("mismatch"),
+        "consumers_created": consumers.get("created"),
+        "consumers_created_later": consumers.get("created_after_first_data_batch"),
+        "same_executor_as_last_batch": placement.get("same_executor_as_last_batch"),
+        "task_spread": ((placement.get("task_ms") or {}).get("median_max_over_median")),
+        "rate_limited_batches": ((result.get("batch_stats") or {}).get("rate_limited") or {}).get("batches"),
+        "tasks_per_executor": placement.get("tasks_per_executor"),
+    }
+
+
+def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: Path | None, console: Console):
+    combos = combinations(scenario.sweep)
+    plans = [(values, list(overrides) + [override_text(k, v) for k, v in values.items()])
+             for values in combos]
+    for _, sets in plans:  # every combination valid before anything starts
+        load_scenario(name_or_path, sets)
+    sweep_dir = runner.new_run_dir(scenario.name, out)
+    summary: dict[str, Any] = {"scenario": scenario.name, "keys": list(scenario.sweep), "overrides": overrides,
+                               "planned": len(plans), "runs": [], "verdict": "unjudged"}
+    interrupted = False
+    for i, (values, sets) in enumerate(plans):
+        sub = sweep_dir / label(i, values)
+        console.info(f"sweep run {i + 1}/{len(plans)}: " + ", ".join(override_text(k, v) for k, v in values.items()))
+        outcome = runner.run_one(name_or_path, sets, sub, console)
+        summary["runs"].append({"values": values, "run_dir": sub.name, "exit_code": outcome.exit_code,
+                                **figures(outcome.result)})
+        atomic.write_json(sweep_dir / "sweep.json", summary)
+        if outcome.exit_code == 130:
+            interrupted = True
+            break
+    if not interrupted:  # an interrupted sweep stays unjudged: its missing runs were never measured
+        summary["verdict"] = "pass" if all(r["verdict"] == "pass" for r in summary["runs"]) else "fail"
+    atomic.write_json(sweep_dir / "sweep.json", summary)
+    write_sweep_reports(sweep_dir, summary)
+    console.info(f"sweep {scenario.name}: {summary['verdict'].upper()} ({len(summary['runs'])}/{len(plans)} runs)"
+                 f"; comparison: {sweep_dir}/sweep.html, sweep.md")
+    return runner.RunOutcome(sweep_dir, summary, 130 if interrupted else 0 if summary["verdict"] == "pass" else 1)
+
+
+def write_sweep_reports(sweep_dir: Path, summary: dict) -> None:
+    """sweep.md, and sweep.html once there are two runs to put side by side."""
+    from reports.compare_html import sweep_html
+
+    atomic.write_text(sweep_dir / "sweep.md", sweep_markdown(summary))
+    page = sweep_html(sweep_dir, summary)
+    if page is not None:
+        atomic.write_text(sweep_dir / "sweep.html", page)
+
+
+COLUMNS = (("verdict", "verdict"), ("process_rps", "rows/s"), ("latency_p50_ms", "p50 ms"),
+           ("latency_p99_ms", "p99 ms"), ("batches", "batches"), ("batch_p50_ms", "batch p50 ms"),
+           ("max_lag", "max lag"), ("rate_limited_batches", "batches capped"),
+           ("task_spread", "slowest task / median"), ("receivers_created", "receivers created"),
+           ("receivers_reused", "reused"), ("receiver_mismatches", "mismatches"),
+           ("consumers_created", "consumers created"), ("consumers_created_later", "after 1st batch"),
+           ("same_executor_as_last_batch", "same executor"))
+
+
+def sweep_markdown(summary: dict) -> str:
+    runs = summary["runs"]
+    shown = [(k, title) for k, title in COLUMNS if any(r.get(k) is not None for r in runs)]
+    head = summary["keys"] + [title for _, title in shown]
+    lines = [f"# Sweep: {summary['scenario']} ({summary['verdict']})", "",
+             f"{len(runs)} of {summary['planned']} runs; swept: {', '.join(summary['keys'])}.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in runs:
+        cells = [_cell(r["values"][k]) for k in summary["keys"]] + [_cell(r.get(k)) for k, _ in shown]
+        lines.append("| " + " | ".join(cells) + " |")
+    failed = [r for r in runs if r["failed_checks"]]
+    if failed:
+        lines += [""] + [f"- {r['run_dir']}: failed {', '.join(r['failed_checks'])}" for r in failed]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)

@@ -1,0 +1,47 @@
+"""What a fault declares it makes expected, as plain data: the contract between the faults that declare it and
+the checkers that judge against it (harness.checker, harness.verdict), recorded in faults.jsonl.
+
+Exact loss ranges, the Spark error class the query must fail with, whether the query is down for a while, whether
+producer sends may fail, a recreated stream's new generation, the source counters the fault must show. Nothing
+here acts on a run: it sits below both the faults and the judge.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FAULT_PRODUCER_BASE = 10_000  # producer index of events a fault writes itself (acks-fault-<k>.arrows): never a process's
+
+
+@dataclass
+class LossRange:
+    """Acked events at [start, end) of `partition` may be gone. `acked_before_ms` limits it to one generation
+    of the partition (a deleted and recreated topic reuses offsets); `exact` says the range was read from the
+    broker (records really removed) rather than bounded from the query's position."""
+
+    partition: int
+    start: int
+    end: int
+    acked_before_ms: float | None = None
+    exact: bool = True
+
+
+@dataclass
+class Effect:
+    loss: list[LossRange] = field(default_factory=list)
+    failure: str | None = None  # Spark error class the query must fail with, e.g. KAFKA_DATA_LOSS
+    query_down: bool = False  # the query process is expected to be down (and restarted) for a while
+    send_failures: bool = False  # producer sends may fail while the fault is active
+    new_generation_ms: float | None = None  # the stream was recreated then: its offsets restart at 0
+    expect_source: dict[str, int] = field(default_factory=dict)  # source task counters that must reach these
+    gap_visible: bool = False  # the source can see the whole removed range (it still exists around it)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Effect":
+        return cls(loss=[LossRange(**r) for r in data.get("loss", [])], failure=data.get("failure"),
+                   query_down=bool(data.get("query_down")), send_failures=bool(data.get("send_failures")),
+                   new_generation_ms=data.get("new_generation_ms"), expect_source=dict(data.get("expect_source") or {}),
+                   gap_visible=bool(data.get("gap_visible")))
