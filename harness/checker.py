@@ -21,8 +21,7 @@ import pyarrow as pa
 from harness.checkstore import CheckStore
 from harness.effects import LossRange
 from harness.histsummary import LatencySummary
-from harness.sink import _local, batch_log
-from harness.history import load_acks  # noqa: F401  (the history's reader; callers import it from here)
+from harness.sink import local_path, batch_log
 
 
 @dataclass
@@ -78,11 +77,11 @@ class IncrementalChecker:
 
     def add_sink_batch(self, batch_id: int, commit_ms: float, files: list[str]) -> int:
         self._sink_batches.add(int(batch_id))
-        return self.store.add_sink_batch(batch_id, commit_ms, [_local(f) for f in files])
+        return self.store.add_sink_batch(batch_id, commit_ms, [local_path(f) for f in files])
 
     def add_sink(self, sink_dir: Path) -> int:
         """Every batch of the sink's log not added yet (harness.sink.batch_log order)."""
-        new = [(b, t, [_local(f) for f in files]) for b, t, files in batch_log(sink_dir) if b not in self._sink_batches]
+        new = [(b, t, [local_path(f) for f in files]) for b, t, files in batch_log(sink_dir) if b not in self._sink_batches]
         self._sink_batches.update(b for b, _, _ in new)
         return self.store.add_sink_batches([(t, files) for _, t, files in new])
 
@@ -119,7 +118,7 @@ def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float |
     failed_expected = 0
     if expected.failure_windows_ms:
         con.register("_windows", pd.DataFrame(expected.failure_windows_ms, columns=["lo", "hi"], dtype="float64"))
-        failed_expected = store._count("failed f", "f.is_error AND EXISTS (SELECT 1 FROM _windows w "
+        failed_expected = store.count("failed f", "f.is_error AND EXISTS (SELECT 1 FROM _windows w "
                                        "WHERE f.ack_ms >= w.lo AND f.ack_ms <= w.hi)")
         con.unregister("_windows")
     placed = """LEFT JOIN placements p USING (key)"""
@@ -149,18 +148,18 @@ def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float |
     finally:
         con.unregister("_ranges")
         con.unregister("_reached")
-    delivered, first_pending = store.delivered_count(), store._count("pending_first")
+    delivered, first_pending = store.delivered_count(), store.count("pending_first")
     unacked_where = "TRUE" if settled_before_ms is None else "commit_ms < ?::DOUBLE"
     return dict(
         produced=store.produced, acked=store.acked, failed=store.produced - store.acked,
         delivered_unique=delivered, duplicates=store.sink_rows - delivered - first_pending,
         lost=sum(r[3] for r in rows), expected_lost=sum(r[1] for r in rows), unread=sum(r[2] for r in rows),
-        delivered_unacked=store._count("pending_first", unacked_where, sparams), misplaced=misplaced,
+        delivered_unacked=store.count("pending_first", unacked_where, sparams), misplaced=misplaced,
         order_violations=int(con.execute("SELECT coalesce(sum(violations), 0) FROM order_groups").fetchall()[0][0]),
         sink_rows=store.sink_rows, failed_expected=failed_expected,
         lost_by_partition={int(r[0]): int(r[3]) for r in rows if r[3]},
         expected_lost_by_partition={int(r[0]): int(r[1]) for r in rows if r[1]},
-        pending=0 if settled_before_ms is None else store._count("pending_acks", "ack_ms >= ?::DOUBLE", sparams))
+        pending=0 if settled_before_ms is None else store.count("pending_acks", "ack_ms >= ?::DOUBLE", sparams))
 
 
 def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected: Expectations | None = None, *,
@@ -172,51 +171,3 @@ def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected: Expectations | N
         checker.store.add_acks_frame(acks)
         checker.store.add_sink_frame(sink)
         return checker.reconcile(expected, measured_from_ms=measured_from_ms, t0=t0)
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
-
-
-def evaluate(rec: Reconciliation, checks, *, target_events: float, latency: dict[str, float],
-             drained: bool, drain_detail: str, pacer_skipped: int = 0, unacked_at_exit: int = 0) -> list[Check]:
-    """The verdict's evidence on the events, one named check each; `checks` is the scenario's [checks] section.
-    Every figure that can reveal a defect has its check here."""
-    unexpected_failed = rec.failed - rec.failed_expected
-    out = [
-        Check("drained", drained, drain_detail),
-        Check("no_loss", rec.lost <= checks.max_lost,
-              f"{rec.lost} acked events never delivered (allowed {checks.max_lost}; expected losses "
-              f"{rec.expected_lost}, unread after the query stopped as expected {rec.unread})"
-              + (f"; by partition {rec.lost_by_partition}" if rec.lost else "")),
-        Check("no_duplicates", rec.duplicates <= checks.max_duplicates,
-              f"{rec.duplicates} duplicate deliveries (allowed {checks.max_duplicates})"),
-        Check("offsets_match", rec.misplaced == 0,
-              f"{rec.misplaced} delivered events at another partition/offset than their ack said"),
-        Check("no_unacked_deliveries", rec.delivered_unacked == 0,
-              f"{rec.delivered_unacked} sink rows whose event no producer acked"),
-        Check("acked", rec.acked > 0 and unexpected_failed == 0,
-              f"{rec.acked} of {rec.produced} events acked, {rec.failed} failed"
-              + (f" ({rec.failed_expected} while a fault allowed failed sends)" if rec.failed_expected else "")),
-        Check("sends_resolved", unacked_at_exit == 0,
-              f"{unacked_at_exit} events neither acked nor failed when the producers exited"),
-        Check("no_skipped_sends", pacer_skipped <= checks.max_pacer_skipped,
-              f"{pacer_skipped} scheduled events skipped by the pacer (producer fell behind by more than "
-              f"max_backlog_s; allowed {checks.max_pacer_skipped})"),
-        Check("produce_rate", rec.produced >= checks.min_produce_ratio * target_events,
-              f"{rec.produced} produced of {target_events:.0f} scheduled "
-              f"({(rec.produced / target_events if target_events else 0):.4f}, need >= {checks.min_produce_ratio})"),
-    ]
-    if checks.require_order:
-        out.append(Check("order", rec.order_violations == 0,
-                         f"{rec.order_violations} out-of-order events per producer and partition"))
-    if checks.latency_p99_ms is not None:
-        out.append(Check("latency_p99", latency["p99"] <= checks.latency_p99_ms,
-                         f"p99 {latency['p99']:.1f} ms (limit {checks.latency_p99_ms:.1f} ms)"))
-    return out

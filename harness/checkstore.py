@@ -13,7 +13,7 @@ column scans of `delivered` (misplaced rows, the latency histograms, in numpy: h
 the per-(producer, partition, generation) order state, which keeps a tail row per group and only re-sorts a group
 when a new delivery lands before its tail.
 
-The verdict is the same as the pandas reference (tests/unit/reference_reconcile.py, today's checker) on the
+The verdict is the same as the pandas reference (harness/bench/reference_checker.py, the checker before it) on the
 same history; see harness.checker.reconcile for the rules. One assumption, true of every history the producers
 write: (producer, seq) identifies one event (one ack row each), with 0 <= producer < 2^20 and 0 <= seq < 2^43
 (packed into one BIGINT key, seq-major, so a reconcile's new keys fall in a narrow key range).
@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from harness import checkbulk as bulk
@@ -228,10 +227,10 @@ class CheckStore:
         self._unstage()
         if gens != self._generations:
             self._generations = gens
-            if self._count("delivered"):
+            if self.count("delivered"):
                 self.con.execute(f"UPDATE delivered SET gen = {self._gen_sql('ack_ms')}", list(gens))
                 self._order_dirty = True
-        if self._count("sink_new"):
+        if self.count("sink_new"):
             for lo, hi in self._key_ranges(["sink_new"]):
                 self._first_deliveries(lo, hi)
             self.con.execute("DELETE FROM sink_new")
@@ -342,7 +341,7 @@ class CheckStore:
         to pending_first; every other row is a duplicate (counted as sink rows minus distinct keys). A new row
         committed earlier than a known key's first delivery (a clock step) takes its place."""
         con = self.con
-        no_id = self._count("sink_new", "key IS NULL")
+        no_id = self.count("sink_new", "key IS NULL")
         if no_id:
             raise ValueError(f"{no_id} sink rows without an event id (null producer or seq): not accountable")
         # most keys arrive once: only those seen more than once need the (slower) earliest-row aggregate
@@ -377,7 +376,7 @@ class CheckStore:
             FROM pending_acks a JOIN pending_first f USING (key)
             WHERE a.key >= ? AND a.key < ? AND f.key >= ? AND f.key < ?""",
                     list(self._generations or ()) + [lo, hi, lo, hi])
-        n = self._count("m")
+        n = self.count("m")
         if n:
             con.execute("INSERT INTO delivered SELECT * FROM m")
             for table in ("pending_acks", "pending_first"):
@@ -429,7 +428,7 @@ class CheckStore:
         con.execute("DROP TABLE upd; DROP TABLE heads")
 
     # ---------------------------------------------------------------------------------------------- queries
-    def _count(self, table: str, where: str = "TRUE", params: list | None = None) -> int:
+    def count(self, table: str, where: str = "TRUE", params: list | None = None) -> int:
         return int(self.con.execute(f"SELECT count(*) FROM {table} WHERE {where}", params or []).fetchall()[0][0])
 
     def ack_count(self, *, producer_below: int | None = None, ok_only: bool = False,
@@ -445,11 +444,11 @@ class CheckStore:
         cond = " AND ".join(where)
         n = self.acks_staged.count(producer_below, intended_from_ms, PRODUCER_BITS)
         if self._bulk is None:  # else the pending acks are staged rows too
-            n += self._count("pending_acks", cond, params) + self._count("delivered", cond, params)
-        return n if ok_only else n + self._count("failed", cond, params)
+            n += self.count("pending_acks", cond, params) + self.count("delivered", cond, params)
+        return n if ok_only else n + self.count("failed", cond, params)
 
     def delivered_count(self) -> int:
-        return self._bulk["delivered"] if self._bulk is not None else self._count("delivered")
+        return self._bulk["delivered"] if self._bulk is not None else self.count("delivered")
 
     def misplaced_count(self, placed_sql: str, part_sql: str, off_sql: str) -> int:
         """Delivered events not where their ack (or, for sends that reported no position, the placements) put
@@ -457,7 +456,7 @@ class CheckStore:
         rel, n = "delivered", 0
         if self._bulk is not None:
             rel, n = "unplaced", self._bulk["misplaced"]
-        return n + self._count(f"(SELECT {part_sql} AS ap, {off_sql} AS ao, a.s_part, a.s_off FROM {rel} a {placed_sql})",
+        return n + self.count(f"(SELECT {part_sql} AS ap, {off_sql} AS ao, a.s_part, a.s_off FROM {rel} a {placed_sql})",
                                "(ap >= 0 AND ap <> s_part) OR (ao >= 0 AND ao <> s_off)")
 
     def _latency_args(self, measured_from_ms: float | None, t0: float | None, windows: int = 10) -> tuple:

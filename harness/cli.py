@@ -113,8 +113,6 @@ def _cmd_bench(args) -> int:
 
 def _cmd_report(args) -> int:
     """Rebuild a run's report.md and report.html from its run directory (a sweep's sweep.md from sweep.json)."""
-    from harness import atomic
-
     run_dir = Path(args.run_dir)
     for name in ("sweep.json", "result.json"):
         path = run_dir / name
@@ -166,9 +164,9 @@ def _cmd_check(args) -> int:
         raise InputError(f"{run_dir}: run_state.json or scenario.json not readable: {exc}") from None
     if args.skew_threshold_ms is not None and args.skew_threshold_ms < 0:
         raise InputError(f"--skew-threshold-ms {args.skew_threshold_ms}: must be 0 or more")
-    state["clock_threshold_ms"] = (args.skew_threshold_ms if args.skew_threshold_ms is not None
-                                   else clocks.DEFAULT_THRESHOLD_MS)
-    result = judge(_validate(resolved, str(scenario_path)), run_dir, state).as_dict()
+    result = judge(_validate(resolved, str(scenario_path)), run_dir, state,
+                   args.skew_threshold_ms if args.skew_threshold_ms is not None else clocks.DEFAULT_THRESHOLD_MS
+                   ).as_dict()
     atomic.write_json(run_dir / "result.json", result)
     atomic.write_text(run_dir / "junit.xml", junit_xml(result))
     atomic.write_text(run_dir / "summary.md", summary_markdown(result, None))

@@ -221,6 +221,15 @@ def corrected_batches(producer_dir: Path, clock_plan: ClockPlan | None = None) -
             yield batch
 
 
+def acks_frame(producer_dir: Path, clock_plan: ClockPlan | None = None):
+    """The whole history in one pandas frame, as history.load_acks gives it (with `produce_ms`), on the reference
+    clock: for oracles, which take the history whole."""
+    acks = pa.Table.from_batches(list(corrected_batches(producer_dir, clock_plan)), schema=ACK_SCHEMA).to_pandas()
+    acks["error"] = acks["error"].astype("string")
+    acks["produce_ms"] = acks["ack_ms"] - acks["latency_us"] / 1000.0
+    return acks
+
+
 def _shift(batch: pa.RecordBatch, shifts: dict[int, float]) -> pa.RecordBatch:
     producer = batch.column("producer").to_numpy(zero_copy_only=False)
     delta = np.zeros(len(producer), dtype=np.float64)
@@ -238,7 +247,7 @@ def count_negative_latencies(sink_dir: Path, clock_plan: ClockPlan) -> None:
     """Per machine, the delivered rows whose sink commit came before their intended time: as sent, and after the
     machine's correction. Read from the sink's own rows (producer, intended_ms) and its log's commit times, a
     file at a time, independent of the checker (whose histogram floors latency at 1 µs)."""
-    from harness.sink import _local, batch_log
+    from harness.sink import local_path, batch_log
     import pyarrow.parquet as pq
 
     owner = {p: m for m in clock_plan.machines for p in m.producers}
@@ -246,7 +255,7 @@ def count_negative_latencies(sink_dir: Path, clock_plan: ClockPlan) -> None:
     for _, commit_ms, files in batch_log(Path(sink_dir)):
         for f in files:
             try:
-                t = pq.read_table(_local(f), columns=["producer", "intended_ms"])
+                t = pq.read_table(local_path(f), columns=["producer", "intended_ms"])
             except (OSError, pa.ArrowInvalid, KeyError):
                 continue
             producer = t.column("producer").to_numpy(zero_copy_only=False)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from harness.backends.base import Backend
 from harness.config import Scenario
 from harness.console import Console
+from harness.runstate import RunState
 from harness.spark import checkpoint as ckpt
 from harness.supervisor import Supervisor, wait_until
 from harness.timeline import Timeline
@@ -31,7 +32,17 @@ class RunContext:
     console: Console
     query: "SparkQueryProcess | None" = None
     traffic_start: float | None = None
-    state: dict[str, Any] = field(default_factory=dict)  # what the phases found out, for the verdict
+    state: RunState = field(default_factory=RunState)  # what the phases found out, for the verdict
+    # live handles, ended with the run
+    fleet: Any = None  # producers.fleet.ProducerFleet
+    nemesis: Any = None  # harness.faults.nemesis.Nemesis
+    lag_sampler: Any = None  # harness.lag_sampler.LagSampler
+    resource_sampler: Any = None  # harness.resources.ResourceSampler
+    live_monitor: Any = None  # harness.soak.live.LiveMonitor
+    cluster: Any = None  # harness.spark.cluster.StandaloneCluster
+    netproxy: dict[str, Any] | None = None  # the TCP proxy in front of the brokers: control address, ports, pid
+    query_watch: str = "running"  # what the last look at the query process saw
+    fault_memory: dict[str, int] = field(default_factory=dict)  # faults' own counters across injections
 
     @property
     def stream(self) -> str:

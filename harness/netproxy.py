@@ -459,11 +459,11 @@ def start_proxy(supervisor, out_dir: Path, upstreams: list[str], timeout: float 
 def put_in_front(ctx) -> dict:
     """The proxy in front of the query's Kafka connections, once per run, whoever asks first (`backend.proxy`, a
     network fault): it starts before the brokers, whose QUERY listener advertises its ports, and the query
-    bootstraps there. Returns what `ctx.state["netproxy"]` keeps (control address, ports, pid)."""
+    bootstraps there. Returns what `ctx.netproxy` keeps (control address, ports, pid)."""
     from harness.backends.kafka.embedded import free_port
 
-    if ctx.state.get("netproxy"):
-        return ctx.state["netproxy"]
+    if ctx.netproxy:
+        return ctx.netproxy
     backend = ctx.backend
     if not hasattr(backend, "add_listener"):
         raise RuntimeError("the network proxy needs the embedded Kafka backend (its brokers get the proxied "
@@ -472,7 +472,7 @@ def put_in_front(ctx) -> dict:
     proxy = start_proxy(ctx.supervisor, ctx.run_dir / "services" / "proxy", [f"127.0.0.1:{p}" for p in ports])
     backend.add_listener("QUERY", list(zip(ports, proxy.listen)))
     backend.query_bootstrap = ",".join(proxy.listen)
-    ctx.state["netproxy"] = info = {"control": proxy.control, "listen": proxy.listen,
+    ctx.netproxy = info = {"control": proxy.control, "listen": proxy.listen,
                                     "upstream": [f"127.0.0.1:{p}" for p in ports], "pid": proxy.child.pid}
     ctx.timeline.add("netproxy_ready", listen=proxy.listen, control=proxy.control)
     return info

@@ -14,9 +14,14 @@ SCHEMA_VERSION = 2
 
 
 class CheckResult(BaseModel):
+    """One check as harness.check.Check records it: `ok` None (status "unknown") is a check that could not be
+    judged; it fails the verdict like a failed one, and says so."""
     name: str
-    ok: bool
+    ok: bool | None
     detail: str
+    status: Literal["pass", "fail", "unknown"] | None = None  # None: written before status was
+    value: float | None = None
+    limit: float | None = None
 
 
 class Counts(BaseModel):

@@ -30,8 +30,9 @@ from harness.effects import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
+from harness.runstate import RunState
 from harness.soak.plan import resolve as resolve_soak
-from harness.spark.cluster import CLUSTER_KEY, code_to_ship, spark_cluster, start_cluster
+from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
 from harness.supervisor import Supervisor
 from harness.timeline import Timeline
@@ -88,10 +89,8 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     with Supervisor(uuid.uuid4().hex) as sup:
         ctx = RunContext(scenario, run_dir, sup, Timeline(run_dir / "timeline.jsonl"),
                          make_backend(scenario.backend, scenario.stream),
-                         console, state={"drained": False, "drain_detail": "not reached", "error": None,
-                                         "interrupted": False, "backend": {}, "end_offsets": {},
-                                         "scenario_dir": str(path.parent.resolve())})
-        ctx.state["resource_sampler"] = sampler = ResourceSampler(
+                         console, state=RunState(scenario_dir=str(path.parent.resolve())))
+        ctx.resource_sampler = sampler = ResourceSampler(
             run_dir / "resources.jsonl", sup.run_id, run_dir,
             scenario.soak.resource_interval_s if scenario.soak else RESOURCE_INTERVAL_S)
         sampler.start()
@@ -101,19 +100,19 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
         except InputError:  # refused before any traffic (e.g. a fault the principal may not apply): exit 2
             raise
         except KeyboardInterrupt:
-            ctx.state["interrupted"] = True
-            ctx.state["error"] = "interrupted (Ctrl-C / SIGTERM): processes stopped, partial results kept"
+            ctx.state.interrupted = True
+            ctx.state.error = "interrupted (Ctrl-C / SIGTERM): processes stopped, partial results kept"
             ctx.timeline.add("interrupted")
-            console.warn(ctx.state["error"])
+            console.warn(ctx.state.error)
         except Exception as exc:  # a failed run still gets its result.json with the reason
-            ctx.state["error"] = f"{type(exc).__name__}: {exc}"
-            ctx.timeline.add("error", error=ctx.state["error"])
-            console.warn(ctx.state["error"])
+            ctx.state.error = f"{type(exc).__name__}: {exc}"
+            ctx.timeline.add("error", error=ctx.state.error)
+            console.warn(ctx.state.error)
         finally:
             stop_everything(ctx)
-    ctx.state["elapsed_s"] = time.time() - t0
-    ctx.state["ended_at"] = time.time()
-    atomic.write_json(run_dir / "run_state.json", ctx.state)
+    ctx.state.elapsed_s = time.time() - t0
+    ctx.state.ended_at = time.time()
+    ctx.state.write(run_dir / "run_state.json")
     judged = judge(scenario, run_dir, ctx.state)
     result = judged.as_dict()
     atomic.write_json(run_dir / "result.json", result)
@@ -132,7 +131,7 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     for problem in write_reports(result, run_dir):
         console.warn(problem)
     console.summary(result, run_dir)
-    code = 130 if ctx.state["interrupted"] else (0 if result["verdict"] == "pass" else 1)
+    code = 130 if ctx.state.interrupted else (0 if result["verdict"] == "pass" else 1)
     return RunOutcome(run_dir, result, code)
 
 
@@ -164,12 +163,12 @@ def start_backend(ctx: RunContext) -> None:
         ctx.backend.start(ctx.run_dir, ctx.supervisor)
         ctx.timeline.add("backend_started")
         ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})
-    ctx.state["backend"] = ctx.backend.describe()
-    ctx.timeline.add("backend_ready", **ctx.state["backend"])
+    ctx.state.backend = ctx.backend.describe()
+    ctx.timeline.add("backend_ready", **ctx.state.backend)
     if s.spark.standalone:
         with ctx.console.step(f"waiting for {s.spark.workers} Spark workers"):
             spark_cluster(ctx).wait_ready()
-        ctx.timeline.add("spark_cluster_ready", **ctx.state["spark_cluster"])
+        ctx.timeline.add("spark_cluster_ready", **ctx.state.spark_cluster)
 
 
 def start_query(ctx: RunContext) -> None:
@@ -218,14 +217,14 @@ def _query_process(ctx: RunContext, source) -> SparkQueryProcess:
     master = _master(ctx)
     return SparkQueryProcess(
         ctx.run_dir, ctx.supervisor, source=source, jars=SPARK_JARS.get(ctx.backend.kind, ()),
-        master=master, py_files=code_to_ship(s, ctx.state.get("scenario_dir")) if is_cluster_master(master) else (),
+        master=master, py_files=code_to_ship(s, ctx.state.scenario_dir) if is_cluster_master(master) else (),
         loopback=cluster is not None or not is_cluster_master(master),
         conf={**(cluster.driver_conf() if cluster else {}), **s.spark_conf()},
         trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
         output_mode=s.spark.output_mode, driver_memory=s.spark.driver_memory, query=s.spark.query,
         query_params=s.spark.query_params,
         # a user's query module sits next to the scenario file (harness.queries: the contract)
-        python_path=[ctx.state["scenario_dir"]] if ":" in s.spark.query and "scenario_dir" in ctx.state else None)
+        python_path=[ctx.state.scenario_dir] if ":" in s.spark.query and ctx.state.scenario_dir else None)
 
 
 def _record_driver_marks(ctx: RunContext) -> None:
@@ -237,30 +236,30 @@ def _record_driver_marks(ctx: RunContext) -> None:
 
 def run_traffic(ctx: RunContext) -> None:
     s = ctx.scenario
-    ctx.state["lag_sampler"] = sampler = LagSampler(ctx.run_dir / "lag.jsonl",
+    ctx.lag_sampler = sampler = LagSampler(ctx.run_dir / "lag.jsonl",
                                                      lambda: ctx.backend.end_offsets(s.stream.name))
     sampler.start()
-    fleet = ctx.state["fleet"] = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(s, ctx.backend))
+    fleet = ctx.fleet = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(s, ctx.backend))
     warm_start = time.time() + 1.5
     ctx.traffic_start = warm_start + s.producers.warmup_s  # the measured window: faults are timed from here
     fleet.start(warm_start)
     if s.producers.warmup_s:
         ctx.timeline.add("warmup_start", at=warm_start)
     ctx.timeline.add("traffic_start", at=ctx.traffic_start)
-    ctx.state["traffic_start"] = ctx.traffic_start
+    ctx.state.traffic_start = ctx.traffic_start
     if s.soak is not None:
         from harness.soak.live import LiveMonitor
 
-        ctx.state["live_monitor"] = monitor = LiveMonitor(s, ctx.run_dir, ctx.console, lambda: _query_state(ctx),
+        ctx.live_monitor = monitor = LiveMonitor(s, ctx.run_dir, ctx.console, lambda: _query_state(ctx),
                                                                ctx.traffic_start)
         monitor.start()
     if s.faults:
-        ctx.state["nemesis"] = nemesis = Nemesis(ctx, list(s.faults), s.seed, s.producers.duration_s)
+        ctx.nemesis = nemesis = Nemesis(ctx, list(s.faults), s.seed, s.producers.duration_s)
         nemesis.start()
     duration = s.producers.warmup_s + s.producers.duration_s
     with ctx.console.progress("traffic", duration) as bar:
         def tick():
-            ctx.state["query_watch"] = _supervise_query(ctx)
+            ctx.query_watch = _supervise_query(ctx)
             _stop_if_failing(ctx)
             live = fleet.live()
             bar.update(min(duration, max(0.0, time.time() - warm_start)),
@@ -269,11 +268,11 @@ def run_traffic(ctx: RunContext) -> None:
         try:
             fleet.wait(duration + 120.0, tick)
         except StoppedEarly as exc:  # the traffic ends now; faults heal and the query drains as usual
-            ctx.state["stopped_early"] = str(exc)
+            ctx.state.stopped_early = str(exc)
             ctx.timeline.add("stopped_early", reason=str(exc))
             ctx.console.warn(str(exc))
-            if ctx.state.get("nemesis") is not None:
-                ctx.state["nemesis"].stop()
+            if ctx.nemesis is not None:
+                ctx.nemesis.stop()
             fleet.stop()
     ctx.timeline.add("traffic_end")
     if fleet.failures():
@@ -283,15 +282,15 @@ def run_traffic(ctx: RunContext) -> None:
 def settle_faults(ctx: RunContext) -> None:
     """The rest of the fault schedule (some faults are timed after the traffic), then everything healed, then
     the query running again (a kill near the end restarts it) unless it stopped as a fault declared."""
-    nemesis: Nemesis | None = ctx.state.get("nemesis")
+    nemesis: Nemesis | None = ctx.nemesis
     if nemesis is not None:
         deadline = ctx.traffic_start + nemesis.end_s + 120.0
         while nemesis.is_alive() and time.time() < deadline:
             _supervise_query(ctx)
             time.sleep(0.25)
         nemesis.finish(timeout=1.0)
-        ctx.state["fault_errors"] = list(nemesis.errors)
-    if ctx.query is None or ctx.query.child is None or ctx.state.get("failed_as_declared"):
+        ctx.state.fault_errors = list(nemesis.errors)
+    if ctx.query is None or ctx.query.child is None or ctx.state.failed_as_declared:
         return
     deadline = time.monotonic() + ctx.scenario.spark.start_timeout_s
     while _supervise_query(ctx) == "restarting":
@@ -303,11 +302,11 @@ def settle_faults(ctx: RunContext) -> None:
 def drain(ctx: RunContext) -> None:
     s, query = ctx.scenario, ctx.query
     assert query is not None
-    if ctx.state.get("failed_as_declared"):
-        ctx.state["drain_detail"] = "not drained: the query stopped with the failure a fault declared"
+    if ctx.state.failed_as_declared:
+        ctx.state.drain_detail = "not drained: the query stopped with the failure a fault declared"
         return
     ends = ctx.backend.end_offsets(s.stream.name)
-    ctx.state["end_offsets"] = ends
+    ctx.state.end_offsets = ends
     target = {s.stream.name: {str(p): o for p, o in ends.items()}}
     catch_up = s.spark.trigger.kind in CATCH_UP_TRIGGERS
     with ctx.console.step("the query catching up" if catch_up else "draining the query"):
@@ -317,51 +316,51 @@ def drain(ctx: RunContext) -> None:
             ctx.timeline.add("query_started")
         code = query.wait_exit(s.spark.drain_timeout_s + (s.spark.start_timeout_s if catch_up else 60))
     status = query.status()
-    ctx.state["drained"] = code == 0 and status.get("state") == "drained"
+    ctx.state.drained = code == 0 and status.get("state") == "drained"
     # once/availableNow that end on their own short of the target ('finished') say where they stopped
     why = status.get("error") or (f"it stopped having read up to {status['ends']}, short of {ends}"
                                   if status.get("state") == "finished" else "")
-    ctx.state["drain_detail"] = (f"query reached end offsets {ends}" if ctx.state["drained"] else
+    ctx.state.drain_detail = (f"query reached end offsets {ends}" if ctx.state.drained else
                                  f"query state {status.get('state')!r}, exit {code}: {str(why)[:500]}")
     if status.get("state") == "failed" and _declared_failure(ctx, status.get("error") or ""):
-        ctx.state["failed_as_declared"] = True
+        ctx.state.failed_as_declared = True
     ctx.timeline.add("query_stopped", state=status.get("state"), exit=code)
 
 
 def stop_everything(ctx: RunContext) -> None:
-    monitor = ctx.state.pop("live_monitor", None)
+    monitor, ctx.live_monitor = ctx.live_monitor, None
     if monitor is not None:
         monitor.stop()
-        if not ctx.state["interrupted"]:
+        if not ctx.state.interrupted:
             monitor.evaluate_now()  # the state at the end of traffic (the drain is the final verdict's)
-    nemesis: Nemesis | None = ctx.state.pop("nemesis", None)
+    nemesis, ctx.nemesis = ctx.nemesis, None
     if nemesis is not None:
         nemesis.stop()  # heals whatever is still injected, also after an error or Ctrl-C
-        ctx.state["fault_errors"] = list(nemesis.errors)
-    sampler = ctx.state.pop("lag_sampler", None)
+        ctx.state.fault_errors = list(nemesis.errors)
+    sampler, ctx.lag_sampler = ctx.lag_sampler, None
     if sampler is not None:
         sampler.stop()
-    ctx.state.pop("fleet", None)
-    if ctx.state["backend"] and not ctx.state["interrupted"] and not ctx.backend.sends_report_positions:
+    ctx.fleet = None
+    if ctx.state.backend and not ctx.state.interrupted and not ctx.backend.sends_report_positions:
         try:  # while the service still runs: where it holds the events whose sends reported no position
             with ctx.console.step("reading back where the service stored the events"):
-                ctx.state["positions_recorded"] = ctx.backend.record_positions(ctx.scenario.stream.name,
+                ctx.state.positions_recorded = ctx.backend.record_positions(ctx.scenario.stream.name,
                                                                                 ctx.run_dir / "placements")
         except Exception as exc:  # noqa: BLE001 - the verdict says the run could not be judged, and why
-            ctx.state["positions_error"] = f"{type(exc).__name__}: {exc}"
+            ctx.state.positions_error = f"{type(exc).__name__}: {exc}"
     with ctx.console.step("stopping everything"):
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()  # last started, first stopped: the driver, the workers, then the master
         ctx.backend.stop()
-    cluster = ctx.state.pop(CLUSTER_KEY, None)
+    cluster, ctx.cluster = ctx.cluster, None
     if cluster is not None:
-        ctx.state["spark_cluster"] = cluster.describe()
-    resources = ctx.state.pop("resource_sampler", None)
+        ctx.state.spark_cluster = cluster.describe()
+    resources, ctx.resource_sampler = ctx.resource_sampler, None
     if resources is not None:
         resources.stop()
     if ctx.query is not None:
         status = ctx.query.status()
-        ctx.state["query"] = {"state": status.get("state"), "error": status.get("error"),
+        ctx.state.query = {"state": status.get("state"), "error": status.get("error"),
                               "exit_code": ctx.query.child.proc.returncode if ctx.query.child else None,
                               "kills": ctx.query.kills, "restarts": ctx.query.restarts}
 
@@ -371,13 +370,13 @@ def _supervise_query(ctx: RunContext) -> str:
     """The production supervisor's job: restart a query a fault killed; a query that failed on its own ends the
     run, unless a fault declared exactly that failure (then the run goes on without it)."""
     query = ctx.query
-    if query is None or query.child is None or ctx.state.get("failed_as_declared"):
+    if query is None or query.child is None or ctx.state.failed_as_declared:
         return "absent"
     state = query.watch(ctx.timeline)
     if state in ("failed", "finished", "exited"):
         status = query.status()
         if state == "failed" and _declared_failure(ctx, status.get("error") or ""):
-            ctx.state["failed_as_declared"] = True
+            ctx.state.failed_as_declared = True
             ctx.timeline.add("query_failed_as_declared", error=str(status.get("error"))[:300])
             return state
         raise RuntimeError(f"the Spark query stopped during the run (state {status.get('state')!r}): "
@@ -386,11 +385,11 @@ def _supervise_query(ctx: RunContext) -> str:
 
 
 def _query_state(ctx: RunContext) -> str:
-    return "failed_as_declared" if ctx.state.get("failed_as_declared") else ctx.state.get("query_watch", "running")
+    return "failed_as_declared" if ctx.state.failed_as_declared else ctx.query_watch
 
 
 def _live_status(ctx: RunContext) -> str:
-    monitor = ctx.state.get("live_monitor")
+    monitor = ctx.live_monitor
     if monitor is None:
         return ""
     return f"  live checks: {'FAILED ' + monitor.failed.split(':')[0] if monitor.failed else 'ok'} " \
@@ -398,7 +397,7 @@ def _live_status(ctx: RunContext) -> str:
 
 
 def _stop_if_failing(ctx: RunContext) -> None:
-    monitor = ctx.state.get("live_monitor")
+    monitor = ctx.live_monitor
     if monitor is not None and monitor.failed and ctx.scenario.soak and ctx.scenario.soak.fail_fast:
         raise StoppedEarly(f"stopped early (soak.fail_fast): live check {monitor.failed}")
 

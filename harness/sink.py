@@ -45,7 +45,7 @@ def batch_log(sink: Path) -> list[tuple[int, float, list[str]]]:
     return out
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
     parsed = urlparse(path)
     return unquote(parsed.path) if parsed.scheme in ("file", "") else path
 
@@ -59,9 +59,9 @@ def read_sink(sink: Path, columns: list[str] | None = SINK_COLUMNS,
         for path in files:
             wanted = None
             if columns is not None:
-                names = set(pq.read_schema(_local(path)).names)
+                names = set(pq.read_schema(local_path(path)).names)
                 wanted = list(columns) + [c for c in optional if c in names]
-            table = pq.read_table(_local(path), columns=wanted)
+            table = pq.read_table(local_path(path), columns=wanted)
             df = table.to_pandas()
             df["batch_id"] = batch_id
             df["commit_ms"] = commit_ms

@@ -79,3 +79,16 @@ def state_operators(progress: list[dict]) -> dict:
             o["dropped_by_watermark"] += int(op.get("numRowsDroppedByWatermark", 0))
             o["dropped_duplicates"] += int((op.get("customMetrics") or {}).get("numDroppedDuplicateRows", 0))
     return ops
+
+
+def partitions_read(progress: dict) -> int:
+    """Partitions a batch advanced (its sources' start and end offsets; a first batch has no start)."""
+    n = 0
+    for source in progress.get("sources") or []:
+        start, end = parse_offsets(source.get("startOffset")), parse_offsets(source.get("endOffset"))
+        for stream, parts in end.items():
+            if not isinstance(parts, dict):
+                continue
+            before = start.get(stream) if isinstance(start.get(stream), dict) else {}
+            n += sum(1 for p, off in parts.items() if int(off) > int(before.get(p, 0)))
+    return n

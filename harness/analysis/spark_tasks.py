@@ -92,16 +92,16 @@ def partitions_from_sink(sink: Path) -> dict[tuple[int, int], set[int]]:
     """(batch id, task index) -> the source partitions of the rows that task wrote (part-<index>-... files)."""
     import pyarrow.parquet as pq
 
-    from harness.sink import _local, batch_log
+    from harness.sink import local_path, batch_log
 
     out: dict[tuple[int, int], set[int]] = defaultdict(set)
     for batch_id, _, files in batch_log(sink):
         for path in files:
-            match = _PART_FILE.match(Path(_local(path)).name)
+            match = _PART_FILE.match(Path(local_path(path)).name)
             if not match:
                 continue
             try:
-                column = pq.read_table(_local(path), columns=["partition"]).column("partition")
+                column = pq.read_table(local_path(path), columns=["partition"]).column("partition")
             except (OSError, KeyError, ValueError):
                 continue
             out[(batch_id, int(match.group(1)))].update(int(p) for p in column.unique().to_pylist() if p is not None)

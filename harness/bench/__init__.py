@@ -25,7 +25,7 @@ from harness.console import Console
 BENCHES: dict[str, str] = {
     "producers": "harness.bench.producers:run_bench",
     "kafka-query": "harness.bench.kafka_query:run_bench",
-    "emulator": "harness.emulator.bench:run_bench",
+    "emulator": "harness.bench.emulator:run_bench",
     "eh-source": "harness.bench.eh_source:run_bench",
     "checker": "harness.bench.checker:run_bench",
     "startup": "harness.bench.startup:run_bench",

@@ -5,7 +5,7 @@ Each size is a real run directory's worth of history: producers' Arrow IPC ack f
 producers write them), and a Parquet file sink with its `_spark_metadata` log (files' commit times set), with
 losses, duplicates and failed sends planted at known places. Each engine runs in a subprocess of its own, from
 reading the files to the verdict with its latency summary, so its peak RSS (getrusage of that process) is its own;
-the counts it reports are checked against what was planted. The pandas engine (tests/unit/reference_reconcile.py,
+the counts it reports are checked against what was planted. The pandas engine (harness/bench/reference_checker.py,
 today's checker before DuckDB) runs at the sizes it can afford. Synthetic data goes under a temporary directory
 (`HARNESS_BENCH_TMP` to move it) and is deleted after each size.
 """
@@ -144,17 +144,12 @@ def check_new(directory: str) -> dict:
 
 
 def check_old(directory: str) -> dict:
-    """The pandas engine it replaced, on the same files (tests/unit/reference_reconcile.py)."""
-    import importlib.util
-
-    from harness.checker import load_acks
+    """The pandas engine it replaced, on the same files (harness.bench.reference_checker)."""
+    from harness.bench import reference_checker as ref
+    from harness.history import load_acks
     from harness.placements import apply_placements, load_placements
     from harness.sink import read_sink
 
-    spec = importlib.util.spec_from_file_location("reference_reconcile", _reference_path())
-    ref = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = ref  # dataclasses look their module up
-    spec.loader.exec_module(ref)  # type: ignore[union-attr]
     d = Path(directory)
     t = time.perf_counter()
     acks = apply_placements(load_acks(d / "producers"), load_placements(d / "placements"))
@@ -163,9 +158,6 @@ def check_old(directory: str) -> dict:
     p99 = ref.percentiles_ms(rec.latency_ms[measured])["p99"]
     return {"seconds": time.perf_counter() - t, "counts": rec.counts(), "p99": p99}
 
-
-def _reference_path() -> Path:
-    return Path(__file__).resolve().parents[2] / "tests" / "unit" / "reference_reconcile.py"
 
 
 def _child(engine: str, directory: str) -> None:
@@ -198,7 +190,7 @@ def run_bench(json_path: str | None = None, quick: bool = False) -> dict:
             size = {"generate_s": round(time.perf_counter() - t, 1), "disk_mb": round(_du(directory) / 2**20),
                     "planted": planted(n)}
             size["new"] = _measure("new", directory)
-            if n in REFERENCE_SIZES and _reference_path().exists():
+            if n in REFERENCE_SIZES:
                 size["old"] = _measure("old", directory)
             shutil.rmtree(directory, ignore_errors=True)
             details["sizes"][str(n)] = size

@@ -9,7 +9,8 @@ Entry points:
     cert_dir=None)`` - foreground process with the HTTP control API (control.py); ``python -m harness.emulator``
     runs it and prints ``connection_string=``, ``control=``, ``tls_port=``, ``ws_port=``, ``wss_port=`` and
     ``ca_file=`` lines.
-  * ``bench.run_bench(json_path, quick)`` - throughput/CPU benchmark with SDK clients in several processes.
+  * ``harness.bench.emulator.run_bench(json_path, quick)`` (`harness bench emulator`) - throughput/CPU benchmark
+    with SDK clients in several processes.
 
 Listeners (port 0 = a free port, None = off): ``port`` plain AMQP for emulator connection strings
 (``UseDevelopmentEmulator=true``); ``tls_port`` AMQP over TLS and ``wss_port`` AMQP over WebSockets over TLS, for

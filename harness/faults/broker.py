@@ -103,7 +103,7 @@ class Broker(Fault):
         nodes = ctx.backend.nodes
         if self.options.node is not None:
             return nodes[self.options.node - 1]
-        n = ctx.state["broker_fault_picks"] = ctx.state.get("broker_fault_picks", 0) + 1
+        n = ctx.fault_memory["broker_fault_picks"] = ctx.fault_memory.get("broker_fault_picks", 0) + 1
         return random.Random(f"{ctx.scenario.seed}:broker:{n}").choice(nodes)
 
     @staticmethod

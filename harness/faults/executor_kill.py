@@ -97,7 +97,7 @@ class ExecutorKill(Fault):
                          f"{self.expected} executor JVMs", interval=0.5)
         except TimeoutError as exc:
             raise FaultError(f"{exc}; found {executors(ctx)}") from None
-        n = ctx.state["executor_kill_picks"] = ctx.state.get("executor_kill_picks", 0) + 1
+        n = ctx.fault_memory["executor_kill_picks"] = ctx.fault_memory.get("executor_kill_picks", 0) + 1
         rng = random.Random(f"{ctx.scenario.seed}:executor_kill:{n}")
 
         def kill(batch):

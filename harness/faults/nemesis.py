@@ -10,20 +10,15 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from harness.faults import fault_for
-from harness.faults.base import Fault, FaultOptions
+from harness.faults.base import Fault, FaultOptions, RunHandle
 from harness.effects import Effect
 from harness.faults.schedule import Step, last_action_s, plan
 from harness.jsonl import read_jsonl
 
-if TYPE_CHECKING:
-    from harness.context import RunContext
-
 
 class Nemesis(threading.Thread):
-    def __init__(self, ctx: "RunContext", faults: list[FaultOptions], seed: int, horizon_s: float):
+    def __init__(self, ctx: RunHandle, faults: list[FaultOptions], seed: int, horizon_s: float):
         super().__init__(name="nemesis", daemon=True)
         self.ctx = ctx
         self.faults = faults

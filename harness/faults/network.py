@@ -90,7 +90,7 @@ class Network(Fault):
     def _call(self, ctx, op: str, **fields) -> dict:
         from harness.netproxy import control
 
-        info = ctx.state.get("netproxy")
+        info = ctx.netproxy
         if not info:
             raise FaultError("no network proxy in this run (Network.prepare did not run)")
         return control(info["control"], {"op": op, **fields})

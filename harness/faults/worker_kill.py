@@ -60,7 +60,7 @@ class WorkerKill(Fault):
                          f"{expected} executor JVMs", interval=0.5)
         except TimeoutError as exc:
             raise FaultError(f"{exc}; found {executors(ctx)}") from None
-        n = ctx.state["worker_kill_picks"] = ctx.state.get("worker_kill_picks", 0) + 1
+        n = ctx.fault_memory["worker_kill_picks"] = ctx.fault_memory.get("worker_kill_picks", 0) + 1
         index = self.options.worker
         if index is None:
             index = random.Random(f"{ctx.scenario.seed}:worker_kill:{n}").randrange(len(cluster.workers))

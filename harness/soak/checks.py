@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.checker import Check
-from harness.config import Scenario, SoakSpec
+from harness.check import Check, status_of
+from harness.checkers.view import RunView
+from harness.config import SoakSpec
 from harness.jsonl import read_jsonl
 from reports.compare import compare
 
@@ -26,8 +27,8 @@ def live_checks(run_dir: Path, started_at: float | None) -> list[Check]:
     t0 = started_at or (evaluations[0]["t"] if evaluations else 0.0)
     for name in names:
         seen = [(r["t"], c) for r in evaluations for c in r["checks"] if c["name"] == name]
-        judged = [(t, c) for t, c in seen if c["judged"]]
-        failed = [(t, c) for t, c in seen if not c["ok"]]
+        judged = [(t, c) for t, c in seen if status_of(c) != "unknown"]
+        failed = [(t, c) for t, c in seen if status_of(c) == "fail"]
         if failed:
             t, c = failed[0]
             detail = (f"failed in {len(failed)} of {len(seen)} evaluations; first at +{t - t0:,.0f} s: "
@@ -54,7 +55,7 @@ def resource_checks(soak: SoakSpec, resources: dict, traffic_s: float) -> list[C
     """Leaks (RSS growth per hour after warm-up, reports.resources) and the run directory against its budget."""
     if not resources or "error" in resources:
         why = (resources or {}).get("error", "no resource samples (resources.jsonl)")
-        return [Check("no_leak", False, f"not judged: {why}"), Check("disk_budget", False, f"not judged: {why}")]
+        return [Check("no_leak", None, f"not judged: {why}"), Check("disk_budget", None, f"not judged: {why}")]
     leaks = resources.get("leaks") or {}
     long_enough = traffic_s >= soak.leak_after_s + leaks.get("min_span_s", 0.0)
     judged_ok = leaks.get("judged", 0) > 0 or not long_enough
@@ -65,14 +66,15 @@ def resource_checks(soak: SoakSpec, resources: dict, traffic_s: float) -> list[C
     budget = soak.disk_budget_mb * 1e6
     peak = disk.get("peak_bytes")
     return [Check("no_leak", bool(leaks.get("ok")) and judged_ok, detail or "no leak verdicts"),
-            Check("disk_budget", peak is not None and peak <= budget,
+            Check("disk_budget", None if peak is None else peak <= budget,
                   f"the run directory peaked at {peak / 1e6:,.0f} MB (budget {soak.disk_budget_mb:,.0f} MB)"
                   if peak is not None else "not judged: the run's disk was never measured")]
 
 
-def soak_checks(scenario: Scenario, run_dir: Path, state: dict, resources: dict) -> list[Check]:
-    if scenario.soak is None:
+def soak(run: RunView) -> list[Check]:
+    """The checker: for a soak, it ran to the end, every live evaluation held, no leak, the disk in budget."""
+    if run.scenario.soak is None:
         return []
-    early = [Check("ran_to_the_end", False, state["stopped_early"])] if state.get("stopped_early") else []
-    return (early + live_checks(run_dir, state.get("traffic_start"))
-            + resource_checks(scenario.soak, resources, scenario.producers.duration_s))
+    early = [Check("ran_to_the_end", False, run.state.stopped_early)] if run.state.stopped_early else []
+    return (early + live_checks(run.run_dir, run.state.traffic_start)
+            + resource_checks(run.scenario.soak, run.resources, run.scenario.producers.duration_s))

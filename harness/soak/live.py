@@ -19,31 +19,20 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from harness.config import Scenario
+from harness.check import Check
 from harness.effects import Effect
 from harness.faults.nemesis import recorded_faults
 from harness.history import ack_files, file_batches
 from harness.jsonl import append_jsonl
-from harness.sink import _local, batch_log
+from harness.sink import local_path, batch_log
 
 SEQ_BITS = 40  # key = producer << 40 | seq: a producer's sequence stays below 2**40
-
-
-@dataclass
-class LiveCheck:
-    name: str
-    ok: bool
-    judged: bool
-    detail: str
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, "ok": self.ok, "judged": self.judged, "detail": self.detail}
 
 
 class Delivered:
@@ -127,7 +116,7 @@ class SinkTail:
                 if path in self.files_read:
                     continue
                 self.files_read.add(path)
-                table = pq.read_table(_local(path), columns=["producer", "seq", "intended_ms"])
+                table = pq.read_table(local_path(path), columns=["producer", "seq", "intended_ms"])
                 for c in ("producer", "seq", "intended_ms"):
                     out[c].append(table.column(c).to_numpy(zero_copy_only=False))
                 out["commit_ms"].append(np.full(table.num_rows, commit_ms))
@@ -167,7 +156,7 @@ class LiveChecker:
         if hit.any():
             self.pending = {c: v[~hit] for c, v in self.pending.items()}
 
-    def evaluate(self, now_ms: float, query_state: str = "running") -> list[LiveCheck]:
+    def evaluate(self, now_ms: float, query_state: str = "running") -> list[Check]:
         spec = self.spec
         faults = recorded_faults(self.run_dir)
         effects = [Effect.from_dict(f.get("effect") or {}) for f in faults if f.get("injected_at")]
@@ -177,8 +166,8 @@ class LiveChecker:
             lo, now_ms)]
         if self.traffic_start is not None and lo < (self.traffic_start + spec.recovery_s) * 1000.0:
             disturbed.append("the traffic's start")  # the query meets its first events: a warm-up, not a verdict
-        out = [self._loss(now_ms, effects, query_state), LiveCheck(
-            "no_duplicates", self.duplicates <= self.scenario.checks.max_duplicates, True,
+        out = [self._loss(now_ms, effects, query_state), Check(
+            "no_duplicates", self.duplicates <= self.scenario.checks.max_duplicates,
             f"{self.duplicates} duplicate deliveries so far (allowed {self.scenario.checks.max_duplicates})")]
         commit_ms = np.concatenate([c for c, _ in self.commits]) if self.commits else np.array([])
         latency = np.concatenate([lat for _, lat in self.commits]) if self.commits else np.array([])
@@ -187,16 +176,14 @@ class LiveChecker:
         why_not = f"not judged: {', '.join(sorted(set(disturbed)))} in the window" if disturbed else ""
         if self.limit_p99 is not None:
             p99 = float(np.percentile(latency[in_window], 99)) if in_window.any() else None
-            out.append(LiveCheck("latency_p99", bool(disturbed) or p99 is None or p99 <= self.limit_p99,
-                                 not disturbed and p99 is not None,
-                                 why_not or (f"p99 {p99:,.0f} ms over the last {spec.window_s:g} s (limit "
+            out.append(Check("latency_p99", None if disturbed or p99 is None else p99 <= self.limit_p99,
+                             why_not or (f"p99 {p99:,.0f} ms over the last {spec.window_s:g} s (limit "
                                              f"{self.limit_p99:,.0f} ms)" if p99 is not None else
                                              "not judged: nothing committed in the window")))
         delivered_in_window = int(in_window.sum())
         ratio = delivered_in_window / acked_in_window if acked_in_window else None
-        out.append(LiveCheck("throughput", bool(disturbed) or ratio is None or ratio >= spec.min_throughput_ratio,
-                             not disturbed and ratio is not None,
-                             why_not or (f"{delivered_in_window:,} delivered / {acked_in_window:,} acked in the "
+        out.append(Check("throughput", None if disturbed or ratio is None else ratio >= spec.min_throughput_ratio,
+                         why_not or (f"{delivered_in_window:,} delivered / {acked_in_window:,} acked in the "
                                          f"last {spec.window_s:g} s = {ratio:.2f} (need >= "
                                          f"{spec.min_throughput_ratio:g})" if ratio is not None else
                                          "not judged: nothing acked in the window")))
@@ -205,9 +192,9 @@ class LiveChecker:
         self.evaluations += 1
         return out
 
-    def _loss(self, now_ms: float, effects: list[Effect], query_state: str) -> LiveCheck:
+    def _loss(self, now_ms: float, effects: list[Effect], query_state: str) -> Check:
         if query_state == "failed_as_declared":
-            return LiveCheck("no_loss", True, False, "not judged: the query stopped with the failure a fault declared")
+            return Check("no_loss", None, "not judged: the query stopped with the failure a fault declared")
         p = self.pending
         overdue = p["ack_ms"] < now_ms - self.spec.settle_s * 1000.0
         expected = np.zeros(len(overdue), dtype=bool)
@@ -218,22 +205,22 @@ class LiveChecker:
             expected |= m
         n = int((overdue & ~expected).sum())
         allowed = self.scenario.checks.max_lost
-        return LiveCheck("no_loss", n <= allowed, True,
-                         f"{n} acked events not delivered {self.spec.settle_s:g} s after their ack (allowed {allowed};"
-                         f" {int((overdue & expected).sum())} more in the faults' declared loss; "
-                         f"{len(overdue) - int(overdue.sum())} acked more recently, in flight)")
+        return Check("no_loss", n <= allowed,
+                     f"{n} acked events not delivered {self.spec.settle_s:g} s after their ack (allowed {allowed};"
+                     f" {int((overdue & expected).sum())} more in the faults' declared loss; "
+                     f"{len(overdue) - int(overdue.sum())} acked more recently, in flight)")
 
-    def _alive(self, now_ms: float, effects: list[Effect], query_state: str) -> LiveCheck:
+    def _alive(self, now_ms: float, effects: list[Effect], query_state: str) -> Check:
         if query_state in ("failed_as_declared", "restarting"):
-            return LiveCheck("query_alive", True, False, f"not judged: the query is {query_state.replace('_', ' ')}")
+            return Check("query_alive", None, f"not judged: the query is {query_state.replace('_', ' ')}")
         try:
             age = now_ms / 1000.0 - (self.run_dir / "progress.jsonl").stat().st_mtime
         except OSError:
             age = None
         if age is None:
-            return LiveCheck("query_alive", True, False, "not judged: no batch reported yet")
-        return LiveCheck("query_alive", age <= self.spec.stall_s, True,
-                         f"last batch reported {age:,.0f} s ago (stall limit {self.spec.stall_s:g} s)")
+            return Check("query_alive", None, "not judged: no batch reported yet")
+        return Check("query_alive", age <= self.spec.stall_s,
+                     f"last batch reported {age:,.0f} s ago (stall limit {self.spec.stall_s:g} s)")
 
     def _forget_before(self, lo_ms: float) -> None:
         """Only the window is needed again for latency and throughput."""
@@ -265,7 +252,7 @@ class LiveMonitor(threading.Thread):
         while not self.halt.wait(self.every):
             self.evaluate_now()
 
-    def evaluate_now(self) -> list[LiveCheck]:
+    def evaluate_now(self) -> list[Check]:
         try:
             self.checker.ingest()
             now = time.time()
@@ -276,7 +263,7 @@ class LiveMonitor(threading.Thread):
             return []
         append_jsonl(self.path, {"t": now, "checks": [c.as_dict() for c in checks]})
         for c in checks:
-            if not c.ok and c.name not in self.said:
+            if c.ok is False and c.name not in self.said:
                 self.said.add(c.name)
                 what = f"{c.name} at +{now - self.t0:,.0f} s: {c.detail}"
                 self.failed = self.failed or what

@@ -225,23 +225,20 @@ class StandaloneCluster:
 
 
 # -- the run's view (harness.runner, the faults) ------------------------------------------------------------------
-CLUSTER_KEY = "_spark_cluster"  # ctx.state: the live cluster object (replaced by its description at the end)
-
-
 def start_cluster(ctx) -> StandaloneCluster:
     """The scenario's cluster: its master up now, its workers started (harness.runner waits for them once the
     service is up, so they come up side by side with the broker)."""
     spark = ctx.scenario.spark
-    cluster = ctx.state[CLUSTER_KEY] = StandaloneCluster(ctx.run_dir, ctx.supervisor, workers=spark.workers,
-                                                          cores=spark.worker_cores, memory_mb=spark.worker_memory_mb)
+    cluster = ctx.cluster = StandaloneCluster(ctx.run_dir, ctx.supervisor, workers=spark.workers,
+                                             cores=spark.worker_cores, memory_mb=spark.worker_memory_mb)
     cluster.start_master()
     cluster.start_workers()
-    ctx.state["spark_cluster"] = cluster.describe()
+    ctx.state.spark_cluster = cluster.describe()
     return cluster
 
 
 def spark_cluster(ctx) -> StandaloneCluster | None:
-    return ctx.state.get(CLUSTER_KEY)
+    return ctx.cluster
 
 
 def code_to_ship(scenario, scenario_dir: str | None) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.emulator.bench import run_bench
+from harness.bench.emulator import run_bench
 
 
 @pytest.mark.slow  # `make test-slow`: a benchmark's smoke run, kept out of `make test`'s time budget

@@ -8,7 +8,7 @@ from azure.eventhub import EventHubConsumerClient
 
 from harness.backends import make_backend
 from harness.backends.eventhubs.spec import EventHubsSpec
-from harness.checker import load_acks
+from harness.history import load_acks
 from harness.config import StreamSpec
 from producers.event import decode
 from producers.fleet import ProducerFleet

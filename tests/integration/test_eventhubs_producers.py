@@ -5,7 +5,7 @@ import uuid
 import pytest
 from azure.eventhub import EventHubConsumerClient
 
-from harness.checker import load_acks
+from harness.history import load_acks
 from harness.emulator.config import EmulatorConfig, HubConfig
 from harness.emulator.server import EmulatorServer
 from harness.partitioning import eventhubs_partition_for_key

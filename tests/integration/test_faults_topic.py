@@ -350,7 +350,7 @@ def test_add_partitions_writes_acked_events_and_deletes_them(kafka, supervisor, 
     assert [(r.partition, r.start, r.end, r.exact) for r in fault.effect.loss] == [
         (2, 0, 3, True), (3, 0, 3, True), (2, -1, 0, False), (3, -1, 0, False)]
     assert detail["log_start_after"] == {2: 3, 3: 3}
-    from harness.checker import load_acks  # the checker sees the fault's events as acked history
+    from harness.history import load_acks  # the checker sees the fault's events as acked history
 
     assert len(load_acks(tmp_path / "producers")) == 6
     fault_for(options("add_partitions", add=1, records=1)).inject(ctx)  # a second injection: its own log

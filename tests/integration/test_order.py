@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from harness.backends.kafka.admin import client_config
-from harness.checker import load_acks, reconcile
+from harness.checker import reconcile
+from harness.history import load_acks
 from producers.fleet import ProducerFleet
 
 pytestmark = pytest.mark.integration

@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.checker import Expectations, evaluate, reconcile
+from harness.checker import Expectations, reconcile
+from harness.checkers.events import event_checks as evaluate
 from harness.histsummary import Hist
 from harness.config import ChecksSpec
 from harness.effects import LossRange

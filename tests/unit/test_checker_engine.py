@@ -1,4 +1,4 @@
-"""The DuckDB checker engine against the pandas checker it replaced (reference_reconcile.py, copied verbatim):
+"""The DuckDB checker engine against the pandas checker it replaced (harness/bench/reference_checker.py, copied verbatim):
 random histories with every defect the checker counts, fed whole or in increments with reconciles in between,
 must give identical counts and identical HdrHistogram percentiles."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hdrh.histogram import HdrHistogram
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference_reconcile as ref
+from harness.bench import reference_checker as ref
 from reference_windows import latency_windows
 from harness.checker import Expectations, IncrementalChecker, reconcile
 from harness.placements import apply_placements

@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from harness.netproxy import parse_request_header, role, start_proxy
+from harness.runstate import RunState
 from harness.supervisor import Supervisor
 
 
@@ -398,12 +399,13 @@ def test_the_proxy_is_put_in_front_once_whoever_asks(tmp_path, monkeypatch, prox
     scenario, _, _ = load_scenario(str(path))
     brokers = Brokers()
     ctx = SimpleNamespace(scenario=scenario, run_dir=tmp_path, supervisor=None, backend=brokers,
-                          timeline=Timeline(tmp_path / "timeline.jsonl"), console=Console(quiet=True), state={})
+                          timeline=Timeline(tmp_path / "timeline.jsonl"), console=Console(quiet=True), state=RunState(),
+                          netproxy=None)
     runner.start_backend(ctx)
     assert len(calls) == started
     if started:
         assert [name for name, _ in brokers.listeners] == ["QUERY"] and len(brokers.listeners[0][1]) == 2
         assert brokers.query_bootstrap == "127.0.0.1:7000,127.0.0.1:7001"
-        assert ctx.state["netproxy"]["pid"] == 4242 and ctx.state["netproxy"]["control"] == "127.0.0.1:6999"
+        assert ctx.netproxy["pid"] == 4242 and ctx.netproxy["control"] == "127.0.0.1:6999"
     else:
-        assert brokers.listeners == [] and "netproxy" not in ctx.state
+        assert brokers.listeners == [] and ctx.netproxy is None

@@ -83,7 +83,7 @@ def test_overdue_events_fail_no_loss_only_after_settle_and_in_order_of_arrival(t
     early = by_name(live.evaluate((T0 + 10) * 1000.0))
     assert early["no_loss"].ok and "10 acked more recently" in early["no_loss"].detail
     late = by_name(live.evaluate((T0 + 31) * 1000.0))
-    assert not late["no_loss"].ok and late["no_loss"].detail.startswith("10 acked events not delivered")
+    assert late["no_loss"].ok is False and late["no_loss"].detail.startswith("10 acked events not delivered")
     run.commit(list(range(90, 100)), T0 + 32, T0)  # they arrive late: nothing is overdue any more
     live.ingest()
     assert by_name(live.evaluate((T0 + 33) * 1000.0))["no_loss"].ok
@@ -110,7 +110,7 @@ def test_duplicates_across_evaluations_and_within_one_lot(tmp_path):
     run.commit([3, 4, 4], T0 + 3, T0)  # 3 and 4 again, and 4 twice in this lot: 3 duplicates
     live.ingest()
     c = by_name(live.evaluate((T0 + 4) * 1000.0))["no_duplicates"]
-    assert not c.ok and c.detail.startswith("3 duplicate deliveries")
+    assert c.ok is False and c.detail.startswith("3 duplicate deliveries")
 
 
 def test_reads_only_what_is_new_each_time(tmp_path):
@@ -131,24 +131,24 @@ def test_latency_and_throughput_judge_the_window_unless_a_fault_was_in_it(tmp_pa
     run.progress_at(T0 + 8)
     live.ingest()
     c = by_name(live.evaluate((T0 + 10) * 1000.0))
-    assert not c["latency_p99"].ok and c["latency_p99"].judged and "p99 3,005 ms" in c["latency_p99"].detail
+    assert c["latency_p99"].ok is False and "p99 3,005 ms" in c["latency_p99"].detail
     assert not c["throughput"].ok and "50 delivered / 100 acked" in c["throughput"].detail
     run.fault("network", T0 + 9, T0 + 9.5)
     d = by_name(live.evaluate((T0 + 10) * 1000.0))
-    assert d["latency_p99"].ok and not d["latency_p99"].judged and "fault network" in d["latency_p99"].detail
-    assert d["throughput"].ok and not d["throughput"].judged
+    assert d["latency_p99"].ok is None and "fault network" in d["latency_p99"].detail
+    assert d["throughput"].ok is None
     live.traffic_start = T0 + 5 - 30 + 1  # the window reaches back into the traffic's first recovery_s
     e = by_name(live.evaluate((T0 + 8) * 1000.0))
-    assert not e["throughput"].judged and "the traffic's start" in e["throughput"].detail
+    assert e["throughput"].ok is None and "the traffic's start" in e["throughput"].detail
 
 
 def test_query_alive_fails_on_a_stall(tmp_path):
     run, live = checker(tmp_path)
-    assert not by_name(live.evaluate(T0 * 1000.0))["query_alive"].judged  # no batch yet: cannot say
+    assert by_name(live.evaluate(T0 * 1000.0))["query_alive"].ok is None  # no batch yet: cannot say
     run.progress_at(T0)
     assert by_name(live.evaluate((T0 + 59) * 1000.0))["query_alive"].ok
-    assert not by_name(live.evaluate((T0 + 61) * 1000.0))["query_alive"].ok
-    assert not by_name(live.evaluate((T0 + 61) * 1000.0, "restarting"))["query_alive"].judged
+    assert by_name(live.evaluate((T0 + 61) * 1000.0))["query_alive"].ok is False
+    assert by_name(live.evaluate((T0 + 61) * 1000.0, "restarting"))["query_alive"].ok is None
 
 
 def test_delivered_flags_grow_and_answer_membership():
@@ -193,4 +193,4 @@ def test_leaks_and_disk_are_judged_and_a_long_soak_must_have_judged_a_process():
     assert not long["no_leak"].ok and long["disk_budget"].ok
     leaking = {**leaks, "ok": False, "judged": 3, "detail": "driver pid 7 +900.0 MB/h"}
     assert not resource_checks(soak, {"leaks": leaking, "disk": disk}, 3600)[0].ok
-    assert [c.ok for c in resource_checks(soak, {}, 3600)] == [False, False]  # never sampled: said, not passed
+    assert [c.ok for c in resource_checks(soak, {}, 3600)] == [None, None]  # never sampled: unknown, not passed

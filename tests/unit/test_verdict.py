@@ -358,7 +358,7 @@ def test_an_unjudged_run_still_says_what_went_wrong_with_the_run(tmp_path):
 
 
 def test_receiver_cache_off_fails_when_a_task_reused_a_receiver():
-    from harness.verdict import _source_checks
+    from harness.checkers.source import source_checks as _source_checks
 
     def check(totals, tasks=4):
         (c,) = _source_checks([], {"tasks": tasks, "totals": totals, "lost_ranges": []}, {}, receiver_cache=False)

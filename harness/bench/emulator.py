@@ -23,8 +23,8 @@ CPU_RATIO_GOAL = 0.5  # emulator CPU per event / the SDK clients' CPU per event
 
 
 def _emulator_main(partitions: int, port_q, stop_ev) -> None:
-    from .config import EmulatorConfig, HubConfig
-    from .server import EmulatorServer
+    from harness.emulator.config import EmulatorConfig, HubConfig
+    from harness.emulator.server import EmulatorServer
 
     cfg = EmulatorConfig(hubs=(HubConfig(HUB, partitions, max_bytes_per_partition=1 << 30),))
     server = EmulatorServer(cfg).start()

@@ -1,0 +1,199 @@
+"""The run as the checkers see it: read once from the run directory and the run's state, the history reconciled
+with the sink (harness.checker), every figure a checker judges computed. A checker never reads a file itself.
+
+Whatever cannot be read raises `Unjudgeable`, naming what was being read; the judge turns it into an unjudged
+result that keeps what was computed before.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness import clocks
+from harness.analysis.progress import epoch_s
+from harness.analysis.resources import load as load_resources, summarize as summarize_resources
+from harness.analysis.source_tasks import read_tasks, source_summary
+from harness.checker import Expectations, IncrementalChecker, Reconciliation
+from harness.config import Scenario
+from harness.effects import FAULT_PRODUCER_BASE, Effect
+from harness.faults.nemesis import recorded_faults
+from harness.jsonl import read_jsonl
+from harness.placements import load_placements
+from harness.queries import QueryDef
+from harness.runstate import RunState
+from harness.sink import local_path, batch_log
+from harness.spark import checkpoint as ckpt
+from producers.fleet import ProducerFleet
+from producers.rates import make_rate, warmed_up
+
+SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
+OWN_SINK_EVENT_COLUMNS = ("producer", "seq", "partition", "offset", "commit_ms")
+
+
+class Unjudgeable(Exception):
+    """What could not be read or reconciled, and why: the result's unjudged_reason."""
+
+
+@contextmanager
+def reading(what: str):
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - named for the reader of result.json
+        raise Unjudgeable(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass
+class FaultFacts:
+    """The faults as recorded (faults.jsonl) and what they declared."""
+    records: list[dict]
+    effects: list[Effect]
+    expected_failures: list[str]  # Spark error classes a fault declared the query must fail with
+    failed_as_expected: bool  # ... and it did
+
+
+@dataclass
+class RunView:
+    scenario: Scenario
+    run_dir: Path
+    state: RunState
+    query_def: QueryDef
+    faults: FaultFacts
+    progress: list[dict]
+    t0: float  # epoch s: the producers' start (the first progress record's time without producers)
+    measured_from_ms: float | None  # the warm-up's end, when there was one
+    target_events: float  # events the rate schedules, warm-up included
+    fleet: ProducerFleet | None
+    producers: dict[str, Any]  # the producer processes' merged summary
+    process_rows: int  # rows the producer processes wrote to the history (not the faults')
+    acked_measured: int  # acked events in the measured window
+    rec: Reconciliation
+    clock_plan: clocks.ClockPlan
+    own_sink: pd.DataFrame | None  # what a query that owns its sink returned from read_sink
+    source: dict[str, Any] = field(default_factory=dict)  # the source's own task records, summarized
+    source_records: list[dict] = field(default_factory=list)
+    resources: dict[str, Any] = field(default_factory=dict)  # every process's RSS/CPU/fds, disk, leaks
+    clocks: dict[str, Any] | None = None  # producers on other machines: offsets measured and corrected
+    oracle_outcome: dict[str, Any] | None = None  # what a user's oracle returned (result.json `oracle`)
+
+    @property
+    def rate(self):
+        p = self.scenario.producers
+        return warmed_up(make_rate(p.rate), p.warmup_s)
+
+    @property
+    def query(self) -> dict[str, Any]:
+        return self.state.query or {}
+
+
+def read_faults(run_dir: Path, query: dict) -> FaultFacts:
+    records = recorded_faults(run_dir)
+    effects = [Effect.from_dict(f["effect"]) for f in records if f["injected_at"] is not None]
+    expected = sorted({e.failure for e in effects if e.failure})
+    failed = bool(expected) and query.get("state") == "failed" and any(
+        cls in (query.get("error") or "") for cls in expected)
+    return FaultFacts(records, effects, expected, failed)
+
+
+def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: QueryDef, faults: FaultFacts,
+             clock_threshold_ms: float) -> RunView:
+    """Everything the checkers judge, reconciled once (out of core: a DuckDB file in a temporary directory)."""
+    if state.positions_error:
+        raise Unjudgeable(f"the events' positions could not be read back from the service (their sends reported "
+                          f"none): {state.positions_error}")
+    expected = Expectations(
+        loss=[r for e in faults.effects for r in e.loss],
+        failure_windows_ms=[((f.get("inject_started_at") or f["injected_at"]) * 1000.0,
+                             (f["healed_at"] or state.ended_at) * 1000.0 + SEND_FAILURE_GRACE_MS)
+                            for f in faults.records if f["injected_at"] is not None and f["effect"].get("send_failures")],
+        generations_ms=[e.new_generation_ms for e in faults.effects if e.new_generation_ms is not None],
+        read_up_to=({int(p): o for p, o in ckpt.committed(run_dir / "checkpoint").get(scenario.stream.name,
+                                                                                       {}).items()}
+                    if faults.failed_as_expected else None),
+    )
+    fleet = ProducerFleet.read(run_dir / "producers")
+    producers = fleet.merged_summary() if fleet else {}
+    warmup, duration = scenario.producers.warmup_s, scenario.producers.duration_s
+    target = warmed_up(make_rate(scenario.producers.rate), warmup).cumulative(warmup + duration)
+    # the measured window starts after the warm-up: latency and throughput are its events' only
+    measured_from_ms = (float(fleet.job.get("start_at", 0.0)) + warmup) * 1000.0 if fleet and warmup else None
+    progress = read_jsonl(run_dir / "progress.jsonl")
+    stamps = [epoch_s(p["timestamp"]) for p in progress if "timestamp" in p]
+    t0 = float(fleet.job.get("start_at", 0.0)) if fleet else (stamps[0] if stamps else 0.0)
+    with IncrementalChecker() as checker:
+        with reading("reading the producers' history (producers/acks-*.arrows, or acks-*.csv of older runs)"):
+            clock_plan = clocks.plan(run_dir / "producers", clock_threshold_ms)
+            # every machine's files (subdirectories gathered from producer machines), on the reference clock
+            checker.add_acks(clocks.corrected_batches(run_dir / "producers", clock_plan))
+            checker.set_placements(load_placements(run_dir / "placements"))
+        own_sink = None
+        if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
+            with reading("reading the query's own sink (its read_sink)"):
+                own_sink = read_own_sink(query_def, run_dir, scenario, checker)
+        elif query_def.oracle == "events" or rows_are_events(run_dir / "sink"):
+            # an output judged by a user's oracle that still has one row per event (an event id, its partition
+            # and offset) gives the checker its commit times: latency is measured as for the events oracle
+            with reading("reading the sink (the files its _spark_metadata log lists)"):
+                checker.add_sink(run_dir / "sink")
+        with reading("reconciling the history with the sink"):
+            rec = checker.reconcile(expected, measured_from_ms=measured_from_ms, t0=t0)
+            # events a fault wrote itself (producer index >= FAULT_PRODUCER_BASE) are history, not the processes'
+            process_rows = checker.ack_count(producer_below=FAULT_PRODUCER_BASE)
+            acked = rec.acked if measured_from_ms is None else \
+                checker.ack_count(ok_only=True, intended_from_ms=measured_from_ms)
+    if query_def.oracle != "events":  # the output is not one row per event (its oracle judges it): no event
+        rec.lost = rec.expected_lost = rec.unread = 0  # is lost for want of a row of its own
+        rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
+    view = RunView(scenario, run_dir, state, query_def, faults, progress, t0, measured_from_ms, target, fleet,
+                   producers, process_rows, acked, rec, clock_plan, own_sink)
+    view.clocks = clock_section(clock_plan, run_dir, query_def)
+    soak = scenario.soak
+    try:  # a figure for every run; judged (leaks, disk) for a soak
+        view.resources = summarize_resources(
+            load_resources(run_dir), t0=state.traffic_start,
+            **({"after_s": soak.leak_after_s, "max_growth_mb_per_h": soak.leak_mb_per_h} if soak else {}))
+    except Exception as exc:  # noqa: BLE001
+        view.resources = {"error": f"reading resources.jsonl failed: {exc!r}"}
+    with reading("reading the source's task records (source-metrics/)"):
+        view.source_records = read_tasks(run_dir)
+        view.source = source_summary(view.source_records, progress, scenario.stream.name)
+    return view
+
+
+def clock_section(clock_plan: clocks.ClockPlan, run_dir: Path, query_def: QueryDef) -> dict | None:
+    """Producers on other machines (harness.clocks): per machine the measured offset and what was corrected;
+    negative latencies counted from the sink (the checker's histogram would floor them at 1 µs unseen)."""
+    if not any(m.directory != "." or m.samples for m in clock_plan.machines):
+        return None  # every producer ran here, on the reference clock
+    if query_def.oracle == "events" and query_def.read_sink is None:
+        clocks.count_negative_latencies(run_dir / "sink", clock_plan)
+    return clocks.section(clock_plan)
+
+
+def rows_are_events(sink_dir: Path) -> bool:
+    """Whether the Parquet sink's files have the columns of one row per event (producer, seq, partition, offset)."""
+    import pyarrow.parquet as pq
+
+    files = [f for _, _, fs in batch_log(sink_dir) for f in fs]
+    if not files:
+        return False
+    names = set(pq.read_schema(local_path(files[0])).names)
+    return all(c in names for c in OWN_SINK_EVENT_COLUMNS[:4])
+
+
+def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario,
+                   checker: IncrementalChecker) -> pd.DataFrame:
+    """What a foreachBatch query's own reader returns; with the event columns and a commit time per row the
+    checker takes its rows (in commit order) and measures latency from them, as from the Parquet sink's log."""
+    frame = query_def.read_sink(run_dir / "sink", dict(scenario.spark.query_params))
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{scenario.spark.query}.read_sink returned {type(frame).__name__}, not a pandas DataFrame")
+    if all(c in frame.columns for c in OWN_SINK_EVENT_COLUMNS):
+        checker.store.add_sink_frame(frame.sort_values("commit_ms", kind="stable"))
+    elif query_def.oracle == "events":
+        raise ValueError(f"the events oracle needs the columns {', '.join(OWN_SINK_EVENT_COLUMNS)} from "
+                         f"read_sink (it returned {list(frame.columns)})")
+    return frame
