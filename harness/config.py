@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.backends import spec_union
+from harness.durations import spark_interval_ms
 from harness.backends.kafka.spec import KafkaSpec
 from harness.faults import options_union
 from harness.paths import SCENARIOS_DIR
@@ -73,7 +74,16 @@ class ProducersSpec(Strict):
 
 class TriggerSpec(Strict):
     kind: Literal["processingTime", "availableNow", "once"] = "processingTime"
-    interval: str = "0 seconds"
+    interval: str = Field("0 seconds", description="Spark's interval words: '1 second', '500 milliseconds', "
+                                                   "'1 minute 30 seconds'")
+
+    @field_validator("interval")
+    @classmethod
+    def _spark_interval(cls, value: str) -> str:
+        """Checked now as Spark reads it (harness.durations), not when the query starts."""
+        if spark_interval_ms(value) < 0:
+            raise ValueError(f"{value!r} is negative")
+        return value
 
 
 LOCAL_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\])$")

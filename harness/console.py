@@ -71,7 +71,8 @@ class Console:
         table.add_column("ok")
         table.add_column("detail", overflow="fold")
         for check in result["checks"]:
-            table.add_row(check["name"], "[green]yes[/green]" if check["ok"] else "[red]NO[/red]", check["detail"])
+            mark = {True: "[green]yes[/green]", False: "[red]NO[/red]"}.get(check["ok"], "[yellow]unknown[/yellow]")
+            table.add_row(check["name"], mark, check["detail"])
         self.rich.print(table)
         if result.get("unjudged_reason"):
             self.warn(f"the run could not be judged: {result['unjudged_reason']}")

@@ -437,6 +437,8 @@ def start_proxy(supervisor, out_dir: Path, upstreams: list[str], timeout: float 
     """Spawns the proxy through the supervisor and waits until it listens (it reports its ports in ready.json)."""
     import sys
 
+    from harness.supervisor import wait_until  # the proxy process itself stays free of the harness
+
     out_dir.mkdir(parents=True, exist_ok=True)
     ready = out_dir / "ready.json"
     ready.unlink(missing_ok=True)
@@ -444,14 +446,13 @@ def start_proxy(supervisor, out_dir: Path, upstreams: list[str], timeout: float 
     for upstream in upstreams:
         argv += ["--upstream", upstream]
     child = supervisor.spawn("netproxy", argv, log_path=out_dir / "proxy.log")
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if not child.alive():
-            raise RuntimeError(f"the network proxy exited at start-up (see {out_dir / 'proxy.log'})")
-        if time.monotonic() > deadline:
-            supervisor.stop(child)
-            raise TimeoutError(f"the network proxy did not start within {timeout:.0f}s")
-        time.sleep(0.05)
+    try:
+        wait_until(ready.exists, timeout, 0.05, gone=lambda: None if child.alive() else RuntimeError(
+            f"the network proxy exited at start-up (see {out_dir / 'proxy.log'})"),
+                   timeout_message=lambda: f"the network proxy did not start within {timeout:.0f}s")
+    except TimeoutError:
+        supervisor.stop(child)
+        raise
     info = json.loads(ready.read_text())
     return ProxyHandle(child, info["listen"], info["control"], out_dir)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,34 +24,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.durations import spark_interval_ms
 from harness.jsonl import read_jsonl
 from harness.sink import read_sink
 
 WINDOW_DEFAULT = "10 seconds"  # a window_counts query's `window` param when the scenario gives none
-_UNITS_MS = {"week": 604_800_000, "day": 86_400_000, "hour": 3_600_000, "minute": 60_000, "second": 1000,
-             "millisecond": 1, "microsecond": 0.001}
-_PART = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*([a-z]+)")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def interval_ms(text: str) -> float:
-    """Spark's interval words in milliseconds: '10 seconds', '1 minute 30 seconds', 'interval 2 hours',
-    '500 milliseconds' (units week .. microsecond, singular or plural; no months or years, which have no fixed
-    length and which Spark refuses for windows)."""
-    body = str(text).strip().lower()
-    body = body[len("interval"):].strip() if body.startswith("interval") else body
-    parts = _PART.findall(body)
-    if not body or _PART.sub("", body).strip():
-        raise ValueError(f"{text!r} is not an interval; expected '<number> <unit>' ... with units "
-                         "weeks, days, hours, minutes, seconds, milliseconds or microseconds")
-    total = 0.0
-    for number, unit in parts:
-        scale = _UNITS_MS.get(unit[:-1] if unit.endswith("s") else unit)
-        if scale is None:
-            raise ValueError(f"unknown unit {unit!r} in {text!r}; allowed: weeks, days, hours, minutes, "
-                             "seconds, milliseconds, microseconds")
-        total += float(number) * scale
-    return total
 
 
 def final_watermark_ms(progress: list[dict]) -> int:
@@ -144,7 +121,7 @@ def run_oracle(oracle: str, acks: pd.DataFrame, run_dir: Path, params: dict, sin
         sink = read_sink(run_dir / "sink", columns=None)
     progress = read_jsonl(run_dir / "progress.jsonl")
     if oracle == "window_counts":
-        window = interval_ms(params.get("window", WINDOW_DEFAULT))
+        window = spark_interval_ms(params.get("window", WINDOW_DEFAULT))
         if window != int(window) or window < 1:
             raise ValueError(f"query_params.window = {params.get('window')!r}: not a whole number of milliseconds")
         return window_counts(acks, sink, window, final_watermark_ms(progress))

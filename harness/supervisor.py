@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Sequence
+from typing import Callable, IO, Sequence
 
 _PR_SET_PDEATHSIG = 1
 
@@ -151,14 +151,22 @@ def processes_with_env(name: str, value: str) -> list[int]:
     return found
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
+def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition", *,
+               gone: Callable[[], Exception | None] | None = None, error: type[Exception] = TimeoutError,
+               timeout_message: Callable[[], str] | None = None):
+    """The predicate's first true value, polled every `interval`. `gone` returns the exception to raise at once
+    when waiting longer is pointless (the process that would make it true exited), else None. Past `timeout`:
+    `error(timeout_message())`, by default a TimeoutError naming what was waited for."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
+        problem = gone() if gone is not None else None
+        if problem is not None:
+            raise problem
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise error(timeout_message() if timeout_message else f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
 
 

@@ -33,7 +33,8 @@ from harness.soak.checks import soak
 # the verdict, in the order result.json lists its checks
 CHECKERS: tuple[Checker, ...] = (
     run_checks.completed, events.drained, oracle.oracle, events.sends, events.latency, events.producers_reported,
-    faults.faults_applied, faults.expected_failure, batch_cap.batch_cap, source.source, soak)
+    faults.faults_applied, faults.expected_failure, faults.query_recovered, batch_cap.batch_cap, source.source,
+    soak)
 
 
 def judge(scenario: Scenario, run_dir: Path, state: RunState | dict,

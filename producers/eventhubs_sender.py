@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Callable
 
 import gevent
 import numpy as np
@@ -28,6 +29,23 @@ from producers.records import SecondStats
 LINGER_S = 0.005
 SEND_MODES = ("partition_key", "partition_id", "round_robin")
 
+
+
+def fill_batch(batch, event_at: Callable[[int], "EventData | None"], limit: int) -> int:
+    """Adds event_at(0), event_at(1), ... to an EventDataBatch until `limit` events, until event_at gives None,
+    or until the batch is full (the SDK refuses an event past the batch's size limit with ValueError: it goes in
+    the next batch): how many went in."""
+    n = 0
+    while n < limit:
+        event = event_at(n)
+        if event is None:
+            break
+        try:
+            batch.add(event)
+        except ValueError:
+            break
+        n += 1
+    return n
 
 class EventHubsSender:
     name = "eventhubs"
@@ -106,17 +124,16 @@ class EventHubsSender:
             batch = self.client.create_batch(partition_key=key.decode())
         else:
             batch = self.client.create_batch(partition_id=str(lane))
-        events = []
-        while queue and len(events) < self.max_batch and (key is None or queue[0][3] == key):
-            value, produced, headers, _ = queue[0]
+        def event_at(i: int) -> EventData | None:  # one batch holds one key's events (partition_key)
+            if i >= len(queue) or (key is not None and queue[i][3] != key):
+                return None
+            value, _, headers, _ = queue[i]
             data = EventData(value)
             if headers:
                 data.properties = {k: v for k, v in headers}
-            try:
-                batch.add(data)
-            except ValueError:  # the batch is full (size limit): the rest goes in the next one
-                break
-            events.append(queue.popleft())
+            return data
+
+        events = [queue.popleft() for _ in range(fill_batch(batch, event_at, self.max_batch))]
         if not events:
             self._record(lane, [queue.popleft()], "EventDataTooLarge")  # larger than any batch: fails on its own
             return

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.supervisor import Child, Supervisor
+from harness.supervisor import Child, Supervisor, wait_until
 from producers.records import histogram_summary, merge_histograms, merge_partition_counts
 
 WORKER_SUMMARY_WAIT_S = 20.0  # workers collect their last acks after the master stops them
@@ -153,12 +153,13 @@ class ProducerFleet:
         }
 
     def wait(self, timeout: float, tick=None) -> None:
-        deadline = time.monotonic() + timeout
-        while self.running():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"producers still running after {timeout:.0f}s")
+        def done() -> bool:
+            if not self.running():
+                return True
             if tick:
                 tick()
-            time.sleep(0.5)
+            return False
+
+        wait_until(done, timeout, 0.5, timeout_message=lambda: f"producers still running after {timeout:.0f}s")
         if self.job.get("locust_master"):
             self.wait_for_summaries(WORKER_SUMMARY_WAIT_S)

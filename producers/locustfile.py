@@ -30,7 +30,7 @@ from gevent.event import Event
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from harness import clocks
+from harness import atomic, clocks
 
 if os.environ.get(clocks.TEST_OFFSET_ENV):  # tests only: this worker's clock is off by that much
     time.time = clocks.wall_clock()
@@ -154,9 +154,7 @@ def _rewrite_start(start_at: float) -> None:
     path = Path(os.environ["HARNESS_PRODUCER_JOB"])
     job = json.loads(path.read_text())
     job["start_at"] = start_at
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(job, indent=2))
-    tmp.replace(path)
+    atomic.write_json(path, job)
 
 
 @events.test_stop.add_listener

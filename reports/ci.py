@@ -7,7 +7,8 @@ from typing import Any
 
 
 def junit_xml(result: dict[str, Any]) -> str:
-    """A run is a test suite; each check a test case (failed: <failure>); an unjudged run adds one <error>."""
+    """A run is a test suite; each check a test case (failed, or unknown: <failure>, an unknown one's message
+    saying it was not judged); an unjudged run adds one <error>."""
     name = f"harness.{result.get('scenario', 'run')}"
     checks = result.get("checks") or []
     unjudged = result.get("verdict") == "unjudged"
@@ -22,7 +23,9 @@ def junit_xml(result: dict[str, Any]) -> str:
     for check in checks:
         case = ET.SubElement(suite, "testcase", classname=name, name=check["name"], time="0")
         if not check["ok"]:
-            ET.SubElement(case, "failure", message=_one_line(check["detail"]), type="check").text = check["detail"]
+            unknown = check["ok"] is None
+            ET.SubElement(case, "failure", message=_one_line(("unknown: " if unknown else "") + check["detail"]),
+                          type="unknown" if unknown else "check").text = check["detail"]
         else:
             ET.SubElement(case, "system-out").text = check["detail"]
     if unjudged:

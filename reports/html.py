@@ -476,7 +476,8 @@ def build_html(run_dir: Path) -> str:
     verdict = str(result.get("verdict", "unjudged"))
     charts = figures(run)
     checks = _table(["check", "ok", "detail"],
-                    [[html.escape(x["name"]), "yes" if x["ok"] else '<span class="bad">NO</span>',
+                    [[html.escape(x["name"]), {True: "yes", False: '<span class="bad">NO</span>'}.get(
+                        x["ok"], '<span class="bad">unknown</span>'),
                       html.escape(x["detail"])] for x in result.get("checks") or []])
     c = result.get("counts") or {}
     counts = _table(list(c), [[f"{v:,}" for v in c.values()]], numeric=set(range(len(c))))

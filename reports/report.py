@@ -80,8 +80,8 @@ def build_report(result: dict, run_dir: Path) -> str:
                   ""]
     parts += [
         "## Checks",
-        _table(["check", "ok", "detail"], [[x["name"], "yes" if x["ok"] else "**NO**", x["detail"]]
-                                            for x in result["checks"]]),
+        _table(["check", "ok", "detail"], [[x["name"], {True: "yes", False: "**NO**"}.get(x["ok"], "**unknown**"),
+                                             x["detail"]] for x in result["checks"]]),
         "",
         "## Accounting",
         _table(list(c), [list(c.values())]),

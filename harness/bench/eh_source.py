@@ -40,19 +40,15 @@ def fill(conn: str, events: int) -> None:
     """`events` events of SIZE bytes, spread evenly over the partitions, in full batches."""
     from azure.eventhub import EventData, EventHubProducerClient
 
+    from producers.eventhubs_sender import fill_batch
+
     body = json.dumps({"p": 0, "s": 0, "t": 0.0, "pad": "x" * (SIZE - 40)}).encode()
     with EventHubProducerClient.from_connection_string(conn, eventhub_name=HUB) as producer:
         for p in range(PARTITIONS):
             left = events // PARTITIONS
             while left:
                 batch = producer.create_batch(partition_id=str(p))
-                n = 0
-                while n < left:
-                    try:
-                        batch.add(EventData(body))
-                    except ValueError:
-                        break
-                    n += 1
+                n = fill_batch(batch, lambda _: EventData(body), left)
                 producer.send_batch(batch)
                 left -= n
 

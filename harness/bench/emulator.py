@@ -36,6 +36,8 @@ def _emulator_main(partitions: int, port_q, stop_ev) -> None:
 def _producer_main(conn_str: str, pid: str, events: int, batch_size: int, barrier, out_q) -> None:
     from azure.eventhub import EventData, EventHubProducerClient
 
+    from producers.eventhubs_sender import fill_batch
+
     body = b"x" * BODY
     client = EventHubProducerClient.from_connection_string(conn_str, eventhub_name=HUB)
     with client:
@@ -48,13 +50,7 @@ def _producer_main(conn_str: str, pid: str, events: int, batch_size: int, barrie
         sent = 0
         while sent < events:
             batch = client.create_batch(partition_id=pid)
-            n = 0
-            while n < batch_size and sent + n < events:
-                try:
-                    batch.add(EventData(body))
-                except ValueError:
-                    break
-                n += 1
+            n = fill_batch(batch, lambda _: EventData(body), min(batch_size, events - sent))
             client.send_batch(batch)
             sent += n
         t1, cpu1 = time.perf_counter(), time.process_time()

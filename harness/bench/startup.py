@@ -36,7 +36,7 @@ from harness.bench import row
 from harness.console import Console
 from harness.jsonl import read_jsonl
 from harness.runner import SEQUENTIAL_START_ENV
-from harness.supervisor import Supervisor
+from harness.supervisor import Supervisor, wait_until
 
 # (key, timeline event, label) in the order they happen when started side by side
 MILESTONES = (
@@ -88,15 +88,12 @@ def one_run(work: Path, sup: Supervisor, mode: str, n: int, timeout: float) -> d
     child = sup.spawn(f"harness-run-{mode}", [sys.executable, "-m", "harness", "run", "steady", "--out", str(run_dir),
                                               "--set", "producers.duration_s=60"],
                       log_path=work / f"{n:02d}-{mode}.log", env=env)
-    deadline = time.monotonic() + timeout
     try:
-        while first_data_batch_end(read_jsonl(run_dir / "progress.jsonl")) is None:
-            if not child.alive():
-                raise RuntimeError(f"harness run ({mode}) exited with {child.proc.returncode} before its first data "
-                                   f"batch (see {work / f'{n:02d}-{mode}.log'})")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"harness run ({mode}): no data batch {timeout:.0f} s after the launch")
-            time.sleep(0.2)
+        wait_until(lambda: first_data_batch_end(read_jsonl(run_dir / "progress.jsonl")) is not None, timeout, 0.2,
+                   gone=lambda: None if child.alive() else RuntimeError(
+                       f"harness run ({mode}) exited with {child.proc.returncode} before its first data batch "
+                       f"(see {work / f'{n:02d}-{mode}.log'})"),
+                   timeout_message=lambda: f"harness run ({mode}): no data batch {timeout:.0f} s after the launch")
     finally:
         child.stop_signal = signal.SIGTERM
         sup.stop(child, timeout=60)

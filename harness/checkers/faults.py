@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from harness.analysis.progress import epoch_s
 from harness.check import Check
 from harness.checkers.view import RunView
 
@@ -36,3 +37,30 @@ def error_class(error: str | None) -> str | None:
         return None
     m = re.search(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]", error)
     return m.group(1) if m else None
+
+
+def query_recovered(run: RunView) -> list[Check]:
+    """A fault that takes the query down (Effect.query_down: a killed driver, a tampered checkpoint) allows it to
+    be down as long as a query start may take (spark.start_timeout_s, what the runner gives a restart): each such
+    injection must be followed by a batch of the restarted query within that, timed from the injection to the
+    first batch that started after it. Not judged when the query stopped for good with a failure a fault
+    declared."""
+    downs = [f for f, e in zip([f for f in run.faults.records if f["injected_at"] is not None], run.faults.effects)
+             if e.query_down]
+    if not downs:
+        return []
+    if run.faults.failed_as_expected:
+        return [Check("query_recovered", None, "not judged: the query stopped with the failure a fault declared")]
+    allowed = run.scenario.spark.start_timeout_s
+    starts = sorted(epoch_s(p["timestamp"]) for p in run.progress if "timestamp" in p)
+    back = []
+    for f in downs:
+        after = next((t for t in starts if t >= f["injected_at"]), None)
+        back.append(None if after is None else after - f["injected_at"])
+    late = [f"{f['kind']} #{f['n']}" + (" never" if s is None else f" after {s:,.1f} s") for f, s in zip(downs, back)
+            if s is None or s > allowed]
+    worst = max((s for s in back if s is not None), default=None)
+    detail = (f"{len(downs)} injections took the query down; its next batch started "
+              + ", ".join("never" if s is None else f"{s:,.1f} s" for s in back) + f" after (allowed {allowed:g} s)"
+              + (f"; too late: {', '.join(late)}" if late else ""))
+    return [Check("query_recovered", not late, detail, worst, allowed)]

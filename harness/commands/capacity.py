@@ -56,11 +56,12 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from harness import atomic, runner
+from harness.check import Check
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
 from harness.errors import InputError
 from harness.jsonl import read_jsonl
-from harness.oracles import interval_ms
+from harness.durations import spark_interval_ms
 
 GROWTH = 2.0
 RESOLUTION = 0.10
@@ -129,25 +130,23 @@ class Limits:
         return max(self.trigger_interval_ms / 1000.0, (batch_p50_ms or 0.0) / 1000.0, 1.0)
 
 
-@dataclass
-class Criterion:
-    name: str
-    ok: bool | None  # None: not judged (no figure, or the criterion does not apply)
-    value: float | None
-    limit: float | None
-    detail: str
-    figures: dict[str, Any] = field(default_factory=dict)  # the other figures it was judged on
+def criterion(name: str, ok: bool | None, value: float | None, limit: float | None, detail: str,
+              figures: dict[str, Any] | None = None) -> Check:
+    """A trial's criterion: a check with its figure and limit (ok None: not judged, no figure or it does not
+    apply), and the other figures it was judged on."""
+    return Check(name, ok, detail, value, limit, figures or {})
 
-    @property
-    def factor(self) -> str:
-        return CRITERIA[self.name]
+
+def factor(check: Check) -> str:
+    """What a failed criterion says bounded the capacity."""
+    return CRITERIA[check.name]
 
 
 @dataclass
 class TrialOutcome:
     rate: float
     verdict: Verdict
-    criteria: list[Criterion] = field(default_factory=list)
+    criteria: list[Check] = field(default_factory=list)
     run_dir: str | None = None
     exit_code: int | None = None
     note: str = ""  # e.g. why it is unjudged
@@ -157,12 +156,12 @@ class TrialOutcome:
         return self.verdict == "sustained"
 
     @property
-    def failing(self) -> list[Criterion]:
+    def failing(self) -> list[Check]:
         return [c for c in self.criteria if c.ok is False]
 
     @property
     def limiting_factor(self) -> str | None:
-        return self.failing[0].factor if self.verdict == "failed" and self.failing else None
+        return factor(self.failing[0]) if self.verdict == "failed" and self.failing else None
 
     @property
     def detail(self) -> str:
@@ -172,7 +171,7 @@ class TrialOutcome:
             return self.note
         text = failing[0].detail
         if len(failing) > 1:
-            text += "; also " + "; ".join(f"{c.factor}: {c.detail}" for c in failing[1:])
+            text += "; also " + "; ".join(f"{factor(c)}: {c.detail}" for c in failing[1:])
         return text
 
     def as_dict(self) -> dict[str, Any]:
@@ -194,13 +193,13 @@ def _get(d: dict, *path: str) -> Any:
     return d
 
 
-def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> list[Criterion]:
+def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> list[Check]:
     """Each criterion (module docstring) for a trial at `rate` from its result.json and `lag_growth`'s figures."""
     out = []
     produced = _get(result, "throughput", "produce_eps")
     skipped = _get(result, "counts", "pacer_skipped") or 0
     if produced is None:
-        out.append(Criterion("producer_rate", None, None, rate, "no produce rate in the result"))
+        out.append(criterion("producer_rate", None, None, rate, "no produce rate in the result"))
     else:
         off = (produced - rate) / rate if rate else 0.0
         ok = abs(off) <= limits.producer_tolerance and skipped <= limits.max_pacer_skipped
@@ -208,17 +207,17 @@ def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> 
                 f"({'within' if abs(off) <= limits.producer_tolerance else 'not within'} "
                 f"{100 * limits.producer_tolerance:g}%)" if rate else f"offered {_n(produced)} events/s")
         text += f", pacer skipped {skipped:,} events" if skipped else ""
-        out.append(Criterion("producer_rate", ok, float(produced), float(rate), text,
+        out.append(criterion("producer_rate", ok, float(produced), float(rate), text,
                              {"pacer_skipped": int(skipped), "pacer_skipped_max": limits.max_pacer_skipped}))
 
     p50 = _get(result, "batch_stats", "duration_ms", "triggerExecution", "p50")
     interval = limits.trigger_interval_ms
     if interval <= 0:
-        out.append(Criterion("batch_duration", None, p50, None, "not judged: the trigger interval is 0 s"))
+        out.append(criterion("batch_duration", None, p50, None, "not judged: the trigger interval is 0 s"))
     elif p50 is None:
-        out.append(Criterion("batch_duration", None, None, interval, "no batch with data in the measured window"))
+        out.append(criterion("batch_duration", None, None, interval, "no batch with data in the measured window"))
     else:
-        out.append(Criterion("batch_duration", p50 <= interval, float(p50), interval,
+        out.append(criterion("batch_duration", p50 <= interval, float(p50), interval,
                              f"p50 {_n(p50)} ms {'<=' if p50 <= interval else '>'} {_n(interval)} ms"))
 
     out.append(_lag_criterion(rate, lag, limits, p50))
@@ -226,38 +225,38 @@ def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> 
     p99 = _get(result, "latency_ms", "p99")
     delivered = _get(result, "counts", "delivered_unique")
     if p99 is None or not delivered:
-        out.append(Criterion("latency_p99", None, None, limits.latency_p99_ms, "no event delivered"))
+        out.append(criterion("latency_p99", None, None, limits.latency_p99_ms, "no event delivered"))
     else:
-        out.append(Criterion("latency_p99", p99 <= limits.latency_p99_ms, float(p99), limits.latency_p99_ms,
+        out.append(criterion("latency_p99", p99 <= limits.latency_p99_ms, float(p99), limits.latency_p99_ms,
                              f"p99 {_n(p99)} ms {'<=' if p99 <= limits.latency_p99_ms else '>'} "
                              f"{_n(limits.latency_p99_ms)} ms"))
 
     verdict = result.get("verdict")
     failed = [c.get("name", "?") for c in result.get("checks") or [] if not c.get("ok")]
     if verdict == "pass":
-        out.append(Criterion("checks", True, None, None, f"all {len(result.get('checks') or [])} checks passed"))
+        out.append(criterion("checks", True, None, None, f"all {len(result.get('checks') or [])} checks passed"))
     elif verdict == "unjudged":
-        out.append(Criterion("checks", False, None, None,
+        out.append(criterion("checks", False, None, None,
                              f"the run could not be judged: {result.get('unjudged_reason') or 'no reason given'}"))
     else:
         details = {c.get("name"): c.get("detail", "") for c in result.get("checks") or []}
-        out.append(Criterion("checks", False, float(len(failed)), 0.0,
+        out.append(criterion("checks", False, float(len(failed)), 0.0,
                              "failed " + "; ".join(f"{n} ({str(details.get(n, ''))[:160]})" for n in failed)
                              if failed else "the run failed"))
     return out
 
 
-def _lag_criterion(rate: float, lag: dict | None, limits: Limits, batch_p50_ms: float | None = None) -> Criterion:
+def _lag_criterion(rate: float, lag: dict | None, limits: Limits, batch_p50_ms: float | None = None) -> Check:
     if not lag or lag.get("slope_eps") is None:
         n = (lag or {}).get("samples", 0)
-        return Criterion("lag_growth", None, None, None,
+        return criterion("lag_growth", None, None, None,
                          f"not judged: {n} lag samples in the window's second half (need {limits.lag_min_samples})")
     slope, end = float(lag["slope_eps"]), float(lag["end_lag"])
     slope_max = limits.lag_growth_fraction * rate
     cadence = limits.cadence_s(batch_p50_ms)
     span = float(lag.get("to", 0.0)) - float(lag.get("from", 0.0))
     if span < limits.lag_min_cadences * cadence:
-        return Criterion("lag_growth", None, slope, slope_max,
+        return criterion("lag_growth", None, slope, slope_max,
                          f"not judged: the window's second half spans {span:.0f} s, under {limits.lag_min_cadences:g}"
                          f" batch cadences of {cadence:.1f} s (a longer --trial-s judges it)",
                          {"end_lag": end, "cadence_s": cadence, "samples": lag.get("samples"),
@@ -267,7 +266,7 @@ def _lag_criterion(rate: float, lag: dict | None, limits: Limits, batch_p50_ms: 
     text = (f"lag {'grew' if slope >= 0 else 'fell'} {_n(abs(slope))} events/s over the window's second half "
             f"({'>' if slope > slope_max else '<='} {100 * limits.lag_growth_fraction:g}% of R = {_n(slope_max)}), "
             f"{_n(end)} events behind at its end ({'>' if end > end_max else '<='} {_n(end_max)})")
-    return Criterion("lag_growth", not growing, slope, slope_max, text,
+    return criterion("lag_growth", not growing, slope, slope_max, text,
                      {"end_lag": end, "end_lag_max": end_max, "cadence_s": cadence, "samples": lag.get("samples"),
                       "max_lag": lag.get("max_lag")})
 
@@ -475,7 +474,7 @@ def plan(name_or_path: str, overrides: list[str], *, latency_p99_ms: float | Non
         raise ConfigError(f"{path}: spark.trigger.kind = {trigger.kind!r}: a capacity search needs a continuously "
                           f"running query, kind = \"processingTime\"")
     try:
-        interval = interval_ms(trigger.interval)
+        interval = spark_interval_ms(trigger.interval)
     except ValueError as exc:
         raise ConfigError(f"{path}: spark.trigger.interval: {exc}") from None
     rate = scenario.producers.rate

@@ -9,7 +9,8 @@ from pathlib import Path
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
 from harness.runner import RunOutcome, run_scenario
-from harness.soak.plan import parse_duration, replayed, resolve
+from harness.durations import cli_duration_s
+from harness.soak.plan import replayed, resolve
 
 
 def soak(name: str, *, duration: str | None = None, seed: int | None = None, fail_fast: bool = False,
@@ -24,7 +25,10 @@ def soak(name: str, *, duration: str | None = None, seed: int | None = None, fai
     else:
         sets = list(overrides or [])
         if duration:
-            sets.append(f"producers.duration_s={parse_duration(duration)}")
+            try:
+                sets.append(f"producers.duration_s={cli_duration_s(duration)}")
+            except ValueError as exc:
+                raise ConfigError(f"--duration: {exc}") from None
         if seed is not None:
             sets.append(f"seed={seed}")
         loaded, path, _ = load_scenario(name, sets)

@@ -13,7 +13,7 @@ re-sending what it already sent, as an at-least-once source does after a restart
 """
 from __future__ import annotations
 
-from harness.oracles import interval_ms
+from harness.durations import spark_interval_ms
 
 DEFAULTS = {"watermark": "10 seconds"}
 
@@ -21,7 +21,7 @@ DEFAULTS = {"watermark": "10 seconds"}
 def watermark_ms(params: dict) -> int:
     text = params.get("watermark", DEFAULTS["watermark"])
     try:
-        ms = interval_ms(text)
+        ms = spark_interval_ms(text)
     except ValueError as exc:
         raise ValueError(f"watermark: {exc}") from None
     if ms != int(ms) or ms < 0:

@@ -1,7 +1,7 @@
 """A stateful query: events counted per tumbling event-time window, finished windows appended once.
 
 Params: `window` (default "10 seconds") and `watermark` (default "5 seconds"), in Spark's interval words. Both
-are parsed by the oracle's own parser (harness.oracles.interval_ms) and handed to Spark as whole milliseconds,
+are parsed by the oracle's own parser (harness.durations.spark_interval_ms) and handed to Spark as whole milliseconds,
 so the query and its oracle cannot read a duration differently. `event_time` is the intended time truncated to
 the millisecond; Spark puts an event at t into [floor(t / w) * w, +w), so one exactly on a boundary opens the
 next window, as the oracle's floor does.
@@ -11,7 +11,8 @@ Output (append mode: a window is written once, when the watermark passes its end
 """
 from __future__ import annotations
 
-from harness.oracles import WINDOW_DEFAULT, interval_ms
+from harness.durations import spark_interval_ms
+from harness.oracles import WINDOW_DEFAULT
 
 DEFAULTS = {"window": WINDOW_DEFAULT, "watermark": "5 seconds"}
 
@@ -22,7 +23,7 @@ def durations_ms(params: dict) -> tuple[int, int]:
     for name in ("window", "watermark"):
         text = params.get(name, DEFAULTS[name])
         try:
-            ms = interval_ms(text)
+            ms = spark_interval_ms(text)
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
         if ms != int(ms) or ms < (1 if name == "window" else 0):

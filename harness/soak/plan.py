@@ -8,30 +8,11 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from harness.config import ConfigError, Scenario, SoakSpec, format_errors
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s)")
-
-
-def parse_duration(text: str) -> float:
-    """'2h', '10m', '90s', '1h30m' or plain seconds ('600') -> seconds."""
-    body = str(text).strip().lower()
-    if re.fullmatch(r"\d+(?:\.\d+)?", body):
-        seconds = float(body)
-    else:
-        parts = _DURATION.findall(body)
-        if not parts or _DURATION.sub("", body).strip():
-            raise ConfigError(f"duration {text!r}: expected e.g. 2h, 10m, 90s, 1h30m or seconds")
-        seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
-    if seconds <= 0:
-        raise ConfigError(f"duration {text!r}: must be more than 0 seconds")
-    return seconds
-
 
 def draw_faults(scenario: Scenario) -> list[dict]:
     """The concrete fault plan of `[soak.random_faults]`: [[faults]] entries with fixed times, in time order."""

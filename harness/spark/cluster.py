@@ -20,12 +20,11 @@ import os
 import signal
 import socket
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.supervisor import Child, Supervisor
+from harness.supervisor import Child, Supervisor, wait_until
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -210,18 +209,10 @@ class StandaloneCluster:
              "pid": w.child.pid if w.child else None} for w in self.workers]}
 
     def _wait(self, predicate, timeout: float, what: str, child: Child | None):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if child is not None and not child.alive():
-                raise RuntimeError(f"{child.name} exited (code {child.proc.returncode}) while waiting for {what}; "
-                                   f"see {child.log_path}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (master state: "
-                                   f"{json.dumps(self.state())[:500]}); see {self.dir}")
-            time.sleep(0.25)
+        return wait_until(predicate, timeout, 0.25, gone=lambda: None if child is None or child.alive() else RuntimeError(
+            f"{child.name} exited (code {child.proc.returncode}) while waiting for {what}; see {child.log_path}"),
+                          timeout_message=lambda: f"timed out after {timeout:.0f}s waiting for {what} (master state: "
+                                                  f"{json.dumps(self.state())[:500]}); see {self.dir}")
 
 
 # -- the run's view (harness.runner, the faults) ------------------------------------------------------------------

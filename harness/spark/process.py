@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+from harness import atomic
 from harness.backends.base import SparkSource
 from harness.jsonl import read_jsonl
 from harness.jvm.artifacts import resolve
@@ -138,9 +139,7 @@ class SparkQueryProcess:
         """Hand the source to a driver started with `await_source=True` (it starts its query on reading it); the
         job keeps it, so a restart after a kill starts the query straight away."""
         self.set_source(source)
-        tmp = self.control / "source.json.tmp"
-        tmp.write_text(json.dumps(source_part(self.job)))
-        os.replace(tmp, self.source_path)
+        atomic.write_json(self.source_path, source_part(self.job))
 
     def marks(self) -> list[dict]:
         """The driver's start-up marks ({"mark", "at"}: process, jvm_up, session_ready, source_received,
@@ -198,9 +197,7 @@ class SparkQueryProcess:
         raise TimeoutError(f"Spark query not running after {timeout:.0f}s (see {self.spark_dir / 'driver.log'})")
 
     def drain(self, end_offsets: dict[str, dict[str, int]], timeout_s: float) -> None:
-        tmp = self.control / "drain.json.tmp"
-        tmp.write_text(json.dumps({"end_offsets": end_offsets, "timeout_s": timeout_s}))
-        os.replace(tmp, self.control / "drain.json")
+        atomic.write_json(self.control / "drain.json", {"end_offsets": end_offsets, "timeout_s": timeout_s})
 
     def wait_exit(self, timeout: float) -> int | None:
         assert self.child is not None

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness import atomic
 from harness.spark.checkpoint import committed
 
 EXIT_DRAINED, EXIT_DRAIN_TIMEOUT, EXIT_QUERY_FAILED = 0, 3, 4
@@ -32,9 +33,7 @@ _T0 = time.time()  # the process's own imports are done: its first mark
 
 
 def _write_status(path: Path, **fields) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(fields, at=time.time()), default=str))  # lastProgress holds UUIDs
-    os.replace(tmp, path)
+    atomic.write_json(path, dict(fields, at=time.time()))  # lastProgress holds UUIDs: written as strings
 
 
 def _mark(run_dir: Path, mark: str, at: float | None = None) -> None:

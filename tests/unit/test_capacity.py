@@ -3,6 +3,7 @@ its resolution, in a bounded number of trials, names the failing trial's limitin
 limit a lower bound), each criterion's judgement on real result.json figures, the lag-growth fit, and the
 command around it with the pipeline stood in for (overrides, directories, capacity.json after every trial,
 exit codes, bad input)."""
+import dataclasses
 import json
 import math
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.commands import capacity as cap
-from harness.commands.capacity import Criterion, Limits, TrialOutcome, judge_trial, lag_growth, search
+from harness.commands.capacity import Limits, criterion, TrialOutcome, judge_trial, lag_growth, search
 from harness.cli import main
 from harness.config import load_scenario
 from harness.runner import RunOutcome
@@ -28,15 +29,14 @@ def system(capacity: float, producer_max: float = math.inf, fail_factor: str = "
     def trial(rate: float) -> TrialOutcome:
         asked.append(rate)
         offered = min(rate, producer_max)
-        crit = [Criterion("producer_rate", offered >= rate * 0.98, offered, rate, f"offered {offered:,.0f}"),
-                Criterion("batch_duration", True, 500.0, 1000.0, "p50 500 ms <= 1,000 ms"),
-                Criterion("lag_growth", True, 0.0, 0.05 * rate, "flat"),
-                Criterion("latency_p99", True, 1500.0, 5000.0, "p99 1,500 ms <= 5,000 ms"),
-                Criterion("checks", True, None, None, "all passed")]
+        crit = [criterion("producer_rate", offered >= rate * 0.98, offered, rate, f"offered {offered:,.0f}"),
+                criterion("batch_duration", True, 500.0, 1000.0, "p50 500 ms <= 1,000 ms"),
+                criterion("lag_growth", True, 0.0, 0.05 * rate, "flat"),
+                criterion("latency_p99", True, 1500.0, 5000.0, "p99 1,500 ms <= 5,000 ms"),
+                criterion("checks", True, None, None, "all passed")]
         if offered > capacity:
-            for c in crit:
-                if c.name == fail_factor:
-                    c.ok, c.detail = False, f"{fail_factor} over at {offered:,.0f}"
+            crit = [dataclasses.replace(c, ok=False, detail=f"{fail_factor} over at {offered:,.0f}")
+                    if c.name == fail_factor else c for c in crit]
         verdict = "sustained" if all(c.ok is not False for c in crit) else "failed"
         return TrialOutcome(rate, verdict, crit)
 
@@ -76,8 +76,8 @@ def test_the_limiting_factor_is_the_one_of_the_failing_trial_nearest_above():
     """Far above capacity only the latency fails; just above it only the lag grows: the nearest failure is named."""
     def trial(rate):
         lag_ok, lat_ok = not 10_000 < rate <= 15_000, rate <= 15_000
-        crit = [Criterion("producer_rate", True, rate, rate, ""),
-                Criterion("lag_growth", lag_ok, 0.0, 0.0, "lag grew"), Criterion("latency_p99", lat_ok, 0, 0, "p99")]
+        crit = [criterion("producer_rate", True, rate, rate, ""),
+                criterion("lag_growth", lag_ok, 0.0, 0.0, "lag grew"), criterion("latency_p99", lat_ok, 0, 0, "p99")]
         return TrialOutcome(rate, "sustained" if lag_ok and lat_ok else "failed", crit)
 
     res = search(trial, 5000)
@@ -86,9 +86,9 @@ def test_the_limiting_factor_is_the_one_of_the_failing_trial_nearest_above():
 
 
 def test_several_failing_criteria_name_the_first_in_order_and_list_the_rest():
-    t = TrialOutcome(9000, "failed", [Criterion("producer_rate", True, 9000, 9000, "ok"),
-                                      Criterion("batch_duration", False, 1350, 1000, "p50 1,350 ms > 1,000 ms"),
-                                      Criterion("latency_p99", False, 7000, 5000, "p99 7,000 ms > 5,000 ms")])
+    t = TrialOutcome(9000, "failed", [criterion("producer_rate", True, 9000, 9000, "ok"),
+                                      criterion("batch_duration", False, 1350, 1000, "p50 1,350 ms > 1,000 ms"),
+                                      criterion("latency_p99", False, 7000, 5000, "p99 7,000 ms > 5,000 ms")])
     assert t.limiting_factor == "batch duration over the trigger"
     assert t.detail == "p50 1,350 ms > 1,000 ms; also latency limit: p99 7,000 ms > 5,000 ms"
 

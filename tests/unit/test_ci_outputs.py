@@ -37,6 +37,14 @@ def test_junit_has_one_case_per_check_and_a_failure_for_each_failed_one():
     assert {p.get("name"): p.get("value") for p in suite.find("properties")}["verdict"] == "fail"
 
 
+def test_an_unknown_check_is_a_failure_in_junit_saying_it_was_not_judged():
+    root = ET.fromstring(junit_xml(result(checks=[{"name": "no_leak", "ok": None, "status": "unknown",
+                                                   "detail": "not judged: no resource samples"}])))
+    failure = root.find("testsuite/testcase/failure")
+    assert root.find("testsuite").get("failures") == "1"
+    assert failure.get("type") == "unknown" and failure.get("message").startswith("unknown: not judged")
+
+
 def test_an_unjudged_run_is_an_error_in_junit_not_a_pass():
     root = ET.fromstring(junit_xml(result("unjudged", checks=[], unjudged_reason="reading the sink failed")))
     suite = root.find("testsuite")
@@ -56,7 +64,8 @@ def test_the_nightly_workflow_is_valid_and_runs_the_soak():
     wf = yaml.safe_load(WORKFLOW.read_text())
     triggers = wf.get("on", wf.get(True))  # YAML 1.1 reads a bare `on` as true
     assert triggers["schedule"][0]["cron"].count(" ") == 4 and "workflow_dispatch" in triggers
-    (job,) = wf["jobs"].values()
+    assert set(wf["jobs"]) == {"soak", "slow-tests"}
+    job = wf["jobs"]["soak"]
     assert job["runs-on"] and job["timeout-minutes"] > 120
     assert all(("uses" in s) != ("run" in s) for s in job["steps"])
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
@@ -74,6 +83,17 @@ def test_the_nightly_workflow_is_valid_and_runs_the_soak():
     assert command[1:4] == ["-m", "harness", "soak"]
     args = parser().parse_args(command[3:])
     assert args.scenario == "soak" and args.duration == "2h" and args.out == "runs/nightly" and args.quiet
+
+
+def test_the_nightly_workflow_runs_the_slow_suite():
+    """`make test` leaves the slow tests out; the nightly job runs them, through the Makefile's own target, which
+    selects exactly the tests marked slow."""
+    job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["slow-tests"]
+    assert all(("uses" in s) != ("run" in s) for s in job["steps"])
+    assert [s["run"] for s in job["steps"] if "run" in s] == ["make test-slow"]
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "test-slow"], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert any(" -m pytest " in line and "-m slow" in line for line in dry.stdout.splitlines())
 
 
 def test_summary_lists_resources_per_role():

@@ -13,7 +13,7 @@ from harness.spark.eventhubs.locality import (java_string_hash, placement, prefe
                                               sorted_executors)
 from harness.spark.eventhubs.offsets import (EventHubsDataLossError, Generation, PartitionBounds, Range, offset_json,
                                              plan_batch_end, plan_ranges, read_offset, split_limit)
-from harness.spark.eventhubs.options import (ALLOWED_OPTIONS, EventHubsOptionError, EventPosition, parse_duration,
+from harness.spark.eventhubs.options import (ALLOWED_OPTIONS, EventHubsOptionError, EventPosition,
                                              parse_options)
 
 CONN = ("Endpoint=sb://127.0.0.1:5672/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=k;"
@@ -86,20 +86,6 @@ def test_bad_connection_strings(conn, fragment):
 def test_connection_string_is_required():
     with pytest.raises(EventHubsOptionError, match="eventhubs.connectionString.*required"):
         parse_options({"maxEventsPerTrigger": "5"})
-
-
-@pytest.mark.parametrize("text, seconds", [
-    ("PT60S", 60), ("PT1M30S", 90), ("PT2H", 7200), ("P1D", 86400), ("P1DT1H", 90000), ("PT0.5S", 0.5),
-    ("pt10s", 10), ("PT1.250S", 1.25), ("PT00H03M20S", 200),  # the connector's PySpark docs' strftime form
-])
-def test_iso8601_durations_as_java_time_duration(text, seconds):
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["60", "60s", "PT", "P", "PT1X", "1 minute", "PTS"])
-def test_durations_that_java_rejects(text):
-    with pytest.raises(ValueError):
-        parse_duration(text)
 
 
 def test_timeouts_are_checked_against_each_other_and_must_be_positive():

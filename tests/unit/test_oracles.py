@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.oracles import final_watermark_ms, interval_ms, window_counts, window_starts
+from harness.oracles import final_watermark_ms, window_counts, window_starts
 from harness.queries import QueryError, resolve
 
 W = 10_000  # 10 s windows
@@ -105,20 +105,6 @@ def test_window_starts_agree_with_integer_floor_on_random_times(window):
     micros = rng.integers(0, 1000, 5000)
     values = np.array([float(f"{m}.{u:03d}") for m, u in zip(ms_int, micros)])
     assert (window_starts(values, window) == ms_int - ms_int % window).all()
-
-
-@pytest.mark.parametrize("text,ms", [("10 seconds", 10_000), ("1 second", 1000), ("5 minutes", 300_000),
-                                     ("1 minute 30 seconds", 90_000), ("interval 2 hours", 7_200_000),
-                                     ("500 milliseconds", 500), ("1.5 seconds", 1500), ("1 day", 86_400_000),
-                                     ("1 week", 604_800_000), ("250 microseconds", 0.25), ("10 SECONDS", 10_000)])
-def test_interval_words(text, ms):
-    assert interval_ms(text) == ms
-
-
-@pytest.mark.parametrize("text", ["10s", "", "ten seconds", "3 months", "10", "10 seconds and more"])
-def test_bad_intervals_are_refused(text):
-    with pytest.raises(ValueError):
-        interval_ms(text)
 
 
 def test_final_watermark_is_the_last_reported_in_exact_milliseconds():

@@ -6,19 +6,7 @@ import json
 import pytest
 
 from harness.config import ConfigError, load_scenario
-from harness.soak.plan import draw_faults, parse_duration, replayed, resolve
-
-
-@pytest.mark.parametrize("text,seconds", [("2h", 7200), ("10m", 600), ("90s", 90), ("1h30m", 5400), ("600", 600),
-                                          ("1.5h", 5400)])
-def test_durations(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "2 days", "10x", "0", "m"])
-def test_bad_durations_are_named(text):
-    with pytest.raises(ConfigError, match="duration"):
-        parse_duration(text)
+from harness.soak.plan import draw_faults, replayed, resolve
 
 
 def soak(*sets):

@@ -229,6 +229,60 @@ def test_faults_applied_passes_when_every_fault_applied_and_healed(tmp_path):
     assert checks_of(result)["faults_applied"]["ok"] and result.verdict == "pass"
 
 
+# -- query_recovered: a fault that takes the query down allows it a start's time ------------------------------------
+def batches_started_at(run: RunDir, *seconds: float) -> None:
+    """progress.jsonl: one batch starting at each of these times (seconds after T0)."""
+    from datetime import datetime, timezone
+
+    with open(run.root / "progress.jsonl", "w") as f:
+        for i, t in enumerate(seconds):
+            stamp = datetime.fromtimestamp(T0 + t, timezone.utc).isoformat(timespec="milliseconds")
+            f.write(json.dumps({"batchId": i, "timestamp": stamp.replace("+00:00", "Z"), "numInputRows": 0}) + "\n")
+
+
+def down_run(tmp_path, *batch_s: float) -> RunDir:
+    run = RunDir(tmp_path).acks(clean()).sink_batch([e[:3] for e in clean()])
+    run.fault({"query_down": True}, inject_s=2.0, heal_s=2.5, kind="driver_kill")
+    batches_started_at(run, 0.0, 1.0, *batch_s)
+    return run
+
+
+def with_start_timeout(s: Scenario, seconds: float) -> Scenario:
+    s.spark.start_timeout_s = seconds
+    return s
+
+
+def test_a_query_back_within_a_start_passes_query_recovered(tmp_path):
+    down_run(tmp_path, 21.5, 22.5)
+    check = checks_of(judge(with_start_timeout(scenario(6), 30.0), tmp_path, drained()))["query_recovered"]
+    assert check["ok"] and check["status"] == "pass" and "19.5 s after (allowed 30 s)" in check["detail"]
+    assert check["value"] == pytest.approx(19.5, abs=0.01) and check["limit"] == 30.0
+
+
+def test_a_query_back_later_than_a_start_fails_query_recovered(tmp_path):
+    down_run(tmp_path, 40.0)
+    result = judge(with_start_timeout(scenario(6), 30.0), tmp_path, drained())
+    check = checks_of(result)["query_recovered"]
+    assert check["ok"] is False and "too late: driver_kill #0 after 38.0 s" in check["detail"]
+    assert result.verdict == "fail"
+
+
+def test_a_query_that_never_ran_a_batch_again_fails_query_recovered(tmp_path):
+    down_run(tmp_path)
+    check = checks_of(judge(scenario(6), tmp_path, drained()))["query_recovered"]
+    assert check["ok"] is False and "driver_kill #0 never" in check["detail"]
+
+
+def test_query_recovered_is_unknown_after_a_declared_failure_and_absent_without_such_a_fault(tmp_path):
+    run = down_run(tmp_path / "a")
+    run.fault({"failure": "KAFKA_DATA_LOSS"}, n=1)
+    run.committed(0, {0: 3, 1: 3})
+    check = checks_of(judge(scenario(6), tmp_path / "a", failed_with(DATA_LOSS)))["query_recovered"]
+    assert check["ok"] is None and check["status"] == "unknown"
+    RunDir(tmp_path / "b").acks(clean()).sink_batch([e[:3] for e in clean()]).fault({})
+    assert "query_recovered" not in checks_of(judge(scenario(6), tmp_path / "b", drained()))
+
+
 # -- declared loss and failed sends ----------------------------------------------------------------------------------
 def test_expected_loss_is_limited_to_its_generation(tmp_path):
     """A topic deleted at T0+5 s and recreated: its loss range covers offsets 0..2 of partition 0 acked before

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness.backends.base import Backend, BackendError, SparkSource
 from harness.backends.kafka import security as sec
 from harness.errors import InputError
+from harness.supervisor import wait_until
 
 
 CLIENT_LOG = logging.getLogger("harness.kafka.client")
@@ -113,11 +114,7 @@ class KafkaBackendBase(Backend):
 
     @staticmethod
     def _wait(pred, what: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not pred():
-            if time.monotonic() > deadline:
-                raise BackendError(f"timed out waiting for {what}")
-            time.sleep(0.2)
+        wait_until(pred, timeout, 0.2, what, error=BackendError, timeout_message=lambda: f"timed out waiting for {what}")
 
     def producer_settings(self) -> dict[str, Any]:
         """For the producers' job file: secrets as `${VAR}` references their process expands (kafka_sender)."""

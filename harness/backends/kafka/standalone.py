@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+from harness import atomic
 from harness.backends.kafka.embedded import EmbeddedKafka
 from harness.paths import runs_dir
 from harness.supervisor import Supervisor
@@ -84,10 +85,9 @@ def _serve(nodes: int) -> int:
         with Supervisor(f"standalone-{uuid.uuid4().hex}") as sup:
             kafka = EmbeddedKafka(nodes=nodes)
             kafka.start(home(), sup)
-            tmp = home() / "state.json.tmp"
-            tmp.write_text(json.dumps({"pid": os.getpid(), "bootstrap": kafka.bootstrap, "nodes": nodes,
-                                       "started_at": time.time(), "logs": str(home() / "services")}))
-            os.replace(tmp, home() / "state.json")
+            atomic.write_json(home() / "state.json", {"pid": os.getpid(), "bootstrap": kafka.bootstrap,
+                                                     "nodes": nodes, "started_at": time.time(),
+                                                     "logs": str(home() / "services")})
             while all(n.child and n.child.alive() for n in kafka.nodes):
                 time.sleep(0.5)
     except KeyboardInterrupt:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping
 
+from harness.durations import iso_duration_s
 from harness.errors import InputError
 
 CONNECTION_STRING = "eventhubs.connectionString"
@@ -227,31 +228,11 @@ def _bool(values: dict[str, str], name: str, default: bool) -> bool:
     return text == "true"
 
 
-_DURATION = re.compile(
-    r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
-    re.IGNORECASE)
-
-
-def parse_duration(text: str) -> float:
-    """java.time.Duration.parse (ISO-8601 PnDTnHnMn.nS, e.g. PT60S, PT1M30S, P1D) -> seconds."""
-    m = _DURATION.fullmatch(text.strip())
-    if not m or (m.group(3) is not None and m.group(3).upper() == "T") or (
-            m.group(2) is None and m.group(3) is None):
-        raise ValueError(f"{text!r} is not an ISO-8601 duration such as PT60S or PT1M30S")
-    sign = -1 if m.group(1) == "-" else 1
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in (m.group(2), m.group(4), m.group(5), m.group(6)))
-    fraction = m.group(7) or ""
-    frac = int(fraction.ljust(9, "0")) / 1e9 if fraction else 0.0
-    if m.group(6) and m.group(6).startswith("-"):
-        frac = -frac
-    return sign * (days * 86400 + hours * 3600 + minutes * 60 + seconds + frac)
-
-
 def _duration(values: dict[str, str], name: str, default: float) -> float:
     if name not in values:
         return default
     try:
-        seconds = parse_duration(values[name])
+        seconds = iso_duration_s(values[name])
     except ValueError as exc:
         raise EventHubsOptionError(f"option {name!r}: {exc}") from None
     if not seconds > 0 or math.isinf(seconds):
