@@ -18,9 +18,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.backends import spec_union
+from harness.backends import DEFAULT_KIND, SPECS, spec_union
 from harness.durations import spark_interval_ms
-from harness.backends.kafka.spec import KafkaSpec
 from harness.faults import options_union
 from harness.paths import SCENARIOS_DIR
 from producers.rates import make_rate
@@ -205,7 +204,7 @@ class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str = ""
     seed: int = 1
-    backend: spec_union() = Field(default_factory=KafkaSpec)  # type: ignore[valid-type]
+    backend: spec_union() = Field(default_factory=SPECS[DEFAULT_KIND])  # type: ignore[valid-type]
     stream: StreamSpec = Field(default_factory=StreamSpec)
     producers: ProducersSpec
     spark: SparkSpec = Field(default_factory=SparkSpec)
@@ -276,7 +275,7 @@ class Scenario(Strict):
         from harness.faults import fault_for
 
         for i, options in enumerate(self.faults):
-            problem = fault_for(options).check(self)
+            problem = fault_for(options).refusal(self)
             if problem:
                 raise ValueError(f"faults.{i} ({options.kind}): {problem}")
         return self

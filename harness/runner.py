@@ -193,15 +193,13 @@ def start_query(ctx: RunContext) -> None:
     ctx.timeline.add("query_started")
 
 
-SPARK_JARS = {"kafka": ("spark-kafka",), "eventhubs": ()}  # the driver's classpath per backend kind (its source)
 SEQUENTIAL_START_ENV = "HARNESS_SEQUENTIAL_START"  # internal: `harness bench startup`'s reference
 
 
 def _start_side_by_side(ctx: RunContext) -> bool:
     import os
 
-    return (not os.environ.get(SEQUENTIAL_START_ENV) and ctx.scenario.spark.trigger.kind not in CATCH_UP_TRIGGERS
-            and ctx.backend.kind in SPARK_JARS)
+    return not os.environ.get(SEQUENTIAL_START_ENV) and ctx.scenario.spark.trigger.kind not in CATCH_UP_TRIGGERS
 
 
 def _master(ctx: RunContext) -> str:
@@ -216,7 +214,7 @@ def _query_process(ctx: RunContext, source) -> SparkQueryProcess:
     cluster = spark_cluster(ctx)
     master = _master(ctx)
     return SparkQueryProcess(
-        ctx.run_dir, ctx.supervisor, source=source, jars=SPARK_JARS.get(ctx.backend.kind, ()),
+        ctx.run_dir, ctx.supervisor, source=source, jars=s.backend.spark_jars,
         master=master, py_files=code_to_ship(s, ctx.state.scenario_dir) if is_cluster_master(master) else (),
         loopback=cluster is not None or not is_cluster_master(master),
         conf={**(cluster.driver_conf() if cluster else {}), **s.spark_conf()},

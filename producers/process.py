@@ -35,12 +35,14 @@ from producers.payloads import PayloadSource  # noqa: E402
 from producers.rates import make_rate, warmed_up  # noqa: E402
 from harness.history import AckWriter  # noqa: E402
 from producers.records import SecondStats  # noqa: E402
+from producers.sender import Sender  # noqa: E402
 from producers.spec import KeysSpec, PayloadSpec, RateSpec  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 
 
-def make_sender(job: dict, acks: AckWriter, stats: SecondStats):
-    """The backend's sender (its `module:Class` comes with the job, from harness.backends)."""
+def make_sender(job: dict, acks: AckWriter, stats: SecondStats) -> Sender:
+    """The backend's sender (producers.sender's contract; its `module:Class` comes with the job, from the
+    backend's spec)."""
     from harness.backends import spec_for
 
     module, _, name = (job.get("sender") or spec_for(job["backend"]).sender).partition(":")

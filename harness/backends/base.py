@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.backends.capabilities import Capability
 from harness.supervisor import Supervisor
 
 
@@ -50,6 +51,11 @@ class BackendSpec(BaseModel):
     placement: ClassVar[str]  # how keys map to partitions (harness.partitioning), for skewed key choice
     batch_cap_option: ClassVar[str]  # the source option capping rows per trigger
     batch_cap_exact: ClassVar[bool]  # the cap holds exactly (else Spark may round shares up per partition)
+    spark_jars: ClassVar[tuple[str, ...]] = ()  # artifact sets (harness.jvm) the query's driver needs for its source
+
+    def capabilities(self) -> frozenset[type[Capability]]:
+        """What this table's backend offers faults beyond the interface (harness.backends.capabilities)."""
+        return frozenset()
 
     def build(self, stream) -> "Backend":
         """The backend for this table; `stream` is the scenario's [stream] (name, partitions, config)."""

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from harness.faults import register
+from harness.backends.capabilities import TopicAdmin
 from harness.faults.base import Fault, FaultError, FaultOptions
 from harness.effects import FAULT_PRODUCER_BASE, LossRange
 
@@ -44,13 +45,12 @@ class AddPartitionsOptions(FaultOptions):
 @register
 class AddPartitions(Fault):
     kind = "add_partitions"
+    capabilities = (TopicAdmin,)
     Options = AddPartitionsOptions
     requires = "a Kafka backend"
     kafka_operations = {"ALTER": "CreatePartitions", "WRITE": "Produce", "DELETE": "DeleteRecords"}
 
     def check(self, scenario) -> str | None:
-        if scenario.backend.kind != "kafka":
-            return "needs a Kafka backend"
         if self.options.to is not None and self.options.to <= scenario.stream.partitions:
             return f"to = {self.options.to} must exceed the stream's {scenario.stream.partitions} partitions"
         return None

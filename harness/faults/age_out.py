@@ -15,7 +15,8 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultOptions, eventhubs_partitions_problem
+from harness.backends.capabilities import EmulatorControl
+from harness.faults.base import Fault, FaultOptions, partitions_problem
 
 DATA_LOSS = "EventHubsDataLossError"  # what the project's Event Hubs source fails with (failOnDataLoss)
 
@@ -29,12 +30,13 @@ class AgeOutOptions(FaultOptions):
 @register
 class AgeOut(Fault):
     kind = "age_out"
+    capabilities = (EmulatorControl,)
     Options = AgeOutOptions
     requires = "an Event Hubs emulator backend"
     eventhubs_control = {"hubs/<hub>/age-out": "drop the first events of a partition, as retention would"}
 
     def check(self, scenario) -> str | None:
-        return eventhubs_partitions_problem(scenario, self.options.partitions, self.eventhubs_control)
+        return partitions_problem(scenario, self.options.partitions)
 
     def inject(self, ctx) -> dict:
         backend = ctx.backend

@@ -14,6 +14,7 @@ from typing import Any, Callable, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness.backends.capabilities import Capability
 from harness.effects import Effect, LossRange
 
 
@@ -104,6 +105,8 @@ class Fault:
     # offers no such API (a real namespace: deleting hubs is Azure Resource Manager's, retention and throttling
     # are the service's own), nor does Microsoft's emulator: such a fault is refused before the run there.
     eventhubs_control: ClassVar[dict[str, str]] = {}
+    # what the backend must offer (harness.backends.capabilities): refused at load otherwise, in its own words
+    capabilities: ClassVar[tuple[type[Capability], ...]] = ()
 
     def __init__(self, options: FaultOptions):
         self.options = options
@@ -119,8 +122,15 @@ class Fault:
         return dict(self.kafka_operations)
 
     def check(self, scenario) -> str | None:
-        """Before anything starts: None, or why this scenario cannot carry this fault (the CLI exits 2)."""
+        """Before anything starts, once the backend offers the fault's capabilities: None, or why this scenario
+        cannot carry this fault (the CLI exits 2)."""
         return None
+
+    def refusal(self, scenario) -> str | None:
+        """Why this scenario cannot carry this fault: a capability its backend lacks, or `check`'s reason."""
+        offered = scenario.backend.capabilities()
+        missing = [c for c in self.capabilities if c not in offered]
+        return missing[0].refusal(scenario.backend, self) if missing else self.check(scenario)
 
     def inject(self, ctx: RunHandle) -> dict[str, Any]:
         raise NotImplementedError
@@ -148,27 +158,8 @@ class Fault:
         return {"query_planned_up_to": planned, "removed_beyond_query": unread_removed}
 
 
-def kafka_partitions_problem(scenario, partitions: list[int] | None) -> str | None:
-    """For faults that act on chosen partitions of a Kafka topic: why the scenario cannot carry them, or None."""
-    if scenario.backend.kind != "kafka":
-        return "needs a Kafka backend"
-    bad = [p for p in partitions or [] if not 0 <= p < scenario.stream.partitions]
-    if bad:
-        return f"partitions {bad} out of range for {scenario.stream.partitions} partitions"
-    return None
-
-
-def eventhubs_partitions_problem(scenario, partitions: list[int] | None,
-                                 control: dict[str, str] | None = None) -> str | None:
-    """For faults that act on chosen partitions of the emulator's hub through its control API (`control`: the
-    fault's declared endpoints): why the scenario cannot carry them."""
-    if scenario.backend.kind != "eventhubs":
-        return "needs backend.kind = 'eventhubs' with mode = 'emulator' (faults act through its control API)"
-    if scenario.backend.mode != "emulator":
-        what = f" ({'; '.join(control.values())})" if control else ""
-        where = ("a real namespace does not allow it" if scenario.backend.mode == "namespace" else
-                 "Microsoft's emulator (mode = 'container') has none")
-        return f"needs the emulator's control API{what}; {where} (run it with backend.mode = 'emulator')"
+def partitions_problem(scenario, partitions: list[int] | None) -> str | None:
+    """For faults that act on chosen partitions: why the scenario's stream does not have them, or None."""
     bad = [p for p in partitions or [] if not 0 <= p < scenario.stream.partitions]
     if bad:
         return f"partitions {bad} out of range for {scenario.stream.partitions} partitions"

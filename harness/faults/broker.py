@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
+from harness.backends.capabilities import BrokerProcesses
 from harness.faults.base import Fault, FaultError, FaultOptions
 
 MIN_NODES = 3
@@ -50,6 +51,7 @@ def _client_setting(client: dict, *names: str):
 @register
 class Broker(Fault):
     kind = "broker"
+    capabilities = (BrokerProcesses,)
     Options = BrokerOptions
     requires = "the embedded Kafka backend with nodes >= 3"
 
@@ -61,8 +63,6 @@ class Broker(Fault):
 
     def check(self, scenario) -> str | None:
         b = scenario.backend
-        if b.kind != "kafka" or b.mode != "embedded":
-            return "needs the embedded Kafka backend (backend.mode = \"embedded\"): it stops and starts broker processes"
         if b.nodes < MIN_NODES:
             return (f"needs backend.nodes >= {MIN_NODES} (got {b.nodes}): with one broker down the rest must still "
                     "hold two replicas (min.insync.replicas = 2) and a KRaft quorum")

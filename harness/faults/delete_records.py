@@ -11,7 +11,8 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultOptions, kafka_partitions_problem
+from harness.backends.capabilities import TopicAdmin
+from harness.faults.base import Fault, FaultOptions, partitions_problem
 
 
 class DeleteRecordsOptions(FaultOptions):
@@ -23,12 +24,13 @@ class DeleteRecordsOptions(FaultOptions):
 @register
 class DeleteRecords(Fault):
     kind = "delete_records"
+    capabilities = (TopicAdmin,)
     Options = DeleteRecordsOptions
     requires = "a Kafka backend"
     kafka_operations = {"DELETE": "DeleteRecords"}
 
     def check(self, scenario) -> str | None:
-        return kafka_partitions_problem(scenario, self.options.partitions)
+        return partitions_problem(scenario, self.options.partitions)
 
     def inject(self, ctx) -> dict:
         before, cut = self.cut_points(ctx, self.options.partitions, self.options.keep_last)

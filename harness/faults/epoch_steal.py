@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultError, FaultOptions, eventhubs_partitions_problem
+from harness.backends.capabilities import EmulatorControl
+from harness.faults.base import Fault, FaultError, FaultOptions, partitions_problem
 
 
 class EpochStealOptions(FaultOptions):
@@ -24,12 +25,13 @@ class EpochStealOptions(FaultOptions):
 @register
 class EpochSteal(Fault):
     kind = "epoch_steal"
+    capabilities = (EmulatorControl,)
     Options = EpochStealOptions
     requires = "an Event Hubs emulator backend"
     eventhubs_control = {"hubs/<hub>/partitions/<p>/steal": "attach a higher-epoch reader held for hold_s"}
 
     def check(self, scenario) -> str | None:
-        return eventhubs_partitions_problem(scenario, self.options.partitions, self.eventhubs_control)
+        return partitions_problem(scenario, self.options.partitions)
 
     def inject(self, ctx) -> dict:
         o, hub = self.options, ctx.stream

@@ -16,7 +16,8 @@ from pydantic import Field
 
 from harness.faults import register
 from harness.faults.age_out import DATA_LOSS
-from harness.faults.base import Fault, FaultOptions, eventhubs_partitions_problem
+from harness.backends.capabilities import EmulatorControl
+from harness.faults.base import Fault, FaultOptions
 from harness.effects import LossRange
 
 class HubDeleteOptions(FaultOptions):
@@ -27,6 +28,7 @@ class HubDeleteOptions(FaultOptions):
 @register
 class HubDelete(Fault):
     kind = "hub_delete"
+    capabilities = (EmulatorControl,)
     Options = HubDeleteOptions
     requires = "an Event Hubs emulator backend"
     eventhubs_control = {"hubs/<hub>/delete": "delete the hub", "hubs/<hub>/recreate": "create it again empty",
@@ -36,7 +38,7 @@ class HubDelete(Fault):
         if not self.options.recreate and not scenario.fail_on_data_loss:
             return ("a hub deleted for good needs spark.source_options.failOnDataLoss = true (under false the "
                     "source waits for the hub to come back and the run cannot drain); or set recreate = true")
-        return eventhubs_partitions_problem(scenario, None, self.eventhubs_control)
+        return None
 
     def inject(self, ctx) -> dict:
         backend, hub = ctx.backend, ctx.stream

@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from harness.faults import register
+from harness.backends.capabilities import ProxiedListener
 from harness.faults.base import Fault, FaultError, FaultOptions
 
 MODE_FIELDS = {"latency": "latency_ms", "bandwidth": "bytes_per_s"}
@@ -51,6 +52,7 @@ class NetworkOptions(FaultOptions):
 @register
 class Network(Fault):
     kind = "network"
+    capabilities = (ProxiedListener,)
     Options = NetworkOptions
     requires = "an embedded Kafka backend (the harness adds the proxied listener to its brokers)"
 
@@ -61,8 +63,6 @@ class Network(Fault):
         self.cut: set[str] = set()  # clients whose connections a reset cut
 
     def check(self, scenario) -> str | None:
-        if scenario.backend.kind != "kafka" or scenario.backend.mode != "embedded":
-            return "needs backend.kind = 'kafka' with mode = 'embedded' (the proxied listener is added to its brokers)"
         o = self.options
         if o.mode == "blackhole" or o.keep_resetting:
             what = "blackhole" if o.mode == "blackhole" else "reset with keep_resetting"

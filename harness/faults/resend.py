@@ -17,7 +17,8 @@ from pydantic import Field
 
 from harness.backends.kafka.security import expand_all
 from harness.faults import register
-from harness.faults.base import Fault, FaultError, FaultOptions, kafka_partitions_problem
+from harness.backends.capabilities import TopicAdmin
+from harness.faults.base import Fault, FaultError, FaultOptions, partitions_problem
 
 
 class ResendOptions(FaultOptions):
@@ -29,12 +30,13 @@ class ResendOptions(FaultOptions):
 @register
 class Resend(Fault):
     kind = "resend"
+    capabilities = (TopicAdmin,)
     Options = ResendOptions
     requires = "a Kafka backend"
     kafka_operations = {"READ": "Fetch", "WRITE": "Produce"}
 
     def check(self, scenario) -> str | None:
-        return kafka_partitions_problem(scenario, self.options.partitions)
+        return partitions_problem(scenario, self.options.partitions)
 
     def inject(self, ctx) -> dict:
         backend = ctx.backend

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
+from harness.backends.capabilities import TopicAdmin
 from harness.faults.base import Fault, FaultOptions
 from harness.effects import LossRange
 
@@ -37,6 +38,7 @@ class RetentionOptions(FaultOptions):
 @register
 class Retention(Fault):
     kind = "retention"
+    capabilities = (TopicAdmin,)
     Options = RetentionOptions
     requires = "a Kafka backend and failOnDataLoss=false"
     kafka_operations = {"DESCRIBE_CONFIGS": "DescribeConfigs", "ALTER_CONFIGS": "IncrementalAlterConfigs"}
@@ -47,8 +49,6 @@ class Retention(Fault):
         self.start_before: dict[int, int] = {}
 
     def check(self, scenario) -> str | None:
-        if scenario.backend.kind != "kafka":
-            return "needs a Kafka backend"
         if scenario.fail_on_data_loss:
             return ("needs spark.source_options.failOnDataLoss = false: under true the query may fail while "
                     "retention is still deleting, before the loss is known (use delete_records for that)")

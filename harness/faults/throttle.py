@@ -9,7 +9,8 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.faults.base import Fault, FaultOptions, eventhubs_partitions_problem
+from harness.backends.capabilities import EmulatorControl
+from harness.faults.base import Fault, FaultOptions
 
 
 class ThrottleOptions(FaultOptions):
@@ -20,15 +21,15 @@ class ThrottleOptions(FaultOptions):
 @register
 class Throttle(Fault):
     kind = "throttle"
+    capabilities = (EmulatorControl,)
     Options = ThrottleOptions
     requires = "an Event Hubs emulator backend"
     eventhubs_control = {"throttle": "answer every send and receive with server-busy, or detach every link"}
 
     def check(self, scenario) -> str | None:
-        problem = eventhubs_partitions_problem(scenario, None, self.eventhubs_control)
-        if problem is None and self.options.heal_after_s is None:
+        if self.options.heal_after_s is None:
             return "needs duration_s or window: a throttle that never ends stalls the run"
-        return problem
+        return None
 
     def inject(self, ctx) -> dict:
         self.effect.send_failures = True

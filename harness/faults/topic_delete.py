@@ -34,6 +34,7 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
+from harness.backends.capabilities import TopicAdmin
 from harness.faults.base import Fault, FaultOptions
 from harness.effects import LossRange
 
@@ -56,6 +57,7 @@ class TopicDeleteOptions(FaultOptions):
 @register
 class TopicDelete(Fault):
     kind = "topic_delete"
+    capabilities = (TopicAdmin,)
     Options = TopicDeleteOptions
     requires = "a Kafka backend"
     kafka_operations = {"DELETE": "DeleteTopics", "DESCRIBE_CONFIGS": "DescribeConfigs"}
@@ -64,8 +66,6 @@ class TopicDelete(Fault):
         return dict(super().needs(), **({"CREATE": "CreateTopics"} if self.options.recreate else {}))
 
     def check(self, scenario) -> str | None:
-        if scenario.backend.kind != "kafka":
-            return "needs a Kafka backend"
         o = self.options
         timeout = _send_timeout_ms(scenario.producers.client)
         during_traffic = o.every_s is not None or o.first_s < scenario.producers.duration_s

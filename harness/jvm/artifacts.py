@@ -22,7 +22,8 @@ HERE = Path(__file__).resolve().parent
 SETTINGS = HERE / "settings.xml"
 CENTRAL = "https://repo.maven.apache.org/maven2"
 MAVEN_VERSION = "3.9.9"
-CLASSPATHS = ("kafka-broker", "spark-kafka")
+KAFKA_BROKER, SPARK_KAFKA = "kafka-broker", "spark-kafka"  # the artifact sets, one pom each
+CLASSPATHS = (KAFKA_BROKER, SPARK_KAFKA)
 
 
 class SetupError(RuntimeError):

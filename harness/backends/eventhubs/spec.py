@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from harness.backends.base import Backend, BackendSpec
+from harness.backends.capabilities import Capability, EmulatorControl
 
 # `[stream.config]` keys the emulator applies to the hub (its Config.json entity keys)
 HUB_CONFIG_KEYS = ("MessageRetentionInHours", "RetentionSeconds", "MaxEventsPerPartition", "MaxBytesPerPartition")
@@ -41,6 +42,9 @@ class EventHubsSpec(BackendSpec):
             if not group or len(group) > 50:
                 raise ValueError(f"consumer_groups: {group!r} must be 1-50 characters")
         return self
+
+    def capabilities(self) -> frozenset[type[Capability]]:
+        return frozenset({EmulatorControl}) if self.mode == "emulator" else frozenset()
 
     def starting_title(self) -> str:
         return {"emulator": "starting the Event Hubs emulator", "container": "starting Microsoft's Event Hubs "

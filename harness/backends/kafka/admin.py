@@ -11,8 +11,9 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.backends.base import Backend, BackendError, SparkSource
-from harness.backends.kafka import security as sec
+import harness.backends.kafka.security as sec
 from harness.errors import InputError
+from harness.jvm.artifacts import SPARK_KAFKA
 from harness.supervisor import wait_until
 
 
@@ -126,7 +127,7 @@ class KafkaBackendBase(Backend):
         derived = {"kafka.bootstrap.servers": self.query_bootstrap or self.bootstrap, "subscribe": stream,
                    **sec.spark_options(self.client)}
         opts = sec.merge_source_options(derived, options)
-        return SparkSource("kafka", opts, normalise="harness.spark.events:from_kafka", jars=("spark-kafka",))
+        return SparkSource("kafka", opts, normalise="harness.spark.events:from_kafka", jars=(SPARK_KAFKA,))
 
     _watermarks: Consumer | None = None
     _watermarks_lock = threading.Lock()

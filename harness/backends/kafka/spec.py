@@ -7,7 +7,9 @@ from typing import Any, Literal, Union
 from pydantic import Field, field_serializer, model_validator
 
 from harness.backends.base import Backend, BackendSpec
-from harness.backends.kafka import security as sec
+from harness.backends.capabilities import BrokerProcesses, Capability, ProxiedListener, TopicAdmin
+import harness.backends.kafka.security as sec
+from harness.jvm.artifacts import SPARK_KAFKA
 
 Scalar = Union[str, int, float, bool]
 
@@ -27,6 +29,7 @@ class KafkaSpec(BackendSpec):
     batch_cap_option = "maxOffsetsPerTrigger"
     batch_cap_exact = False
     placement = "kafka"
+    spark_jars = (SPARK_KAFKA,)  # Spark's own Kafka source (spark-sql-kafka-0-10) and its clients
 
     kind: Literal["kafka"] = "kafka"
     mode: Literal["embedded", "external", "container"] = "embedded"
@@ -122,6 +125,11 @@ class KafkaSpec(BackendSpec):
             raise ValueError(f"proxy = true needs mode = 'embedded' (the proxied listener is added to its "
                              f"brokers); mode is {self.mode!r}")
         return self
+
+    def capabilities(self) -> frozenset[type[Capability]]:
+        if self.mode == "embedded":
+            return frozenset({TopicAdmin, BrokerProcesses, ProxiedListener})
+        return frozenset({TopicAdmin})
 
     def prepare(self, ctx) -> None:
         if self.proxy:
