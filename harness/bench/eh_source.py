@@ -40,7 +40,7 @@ def fill(conn: str, events: int) -> None:
     """`events` events of SIZE bytes, spread evenly over the partitions, in full batches."""
     from azure.eventhub import EventData, EventHubProducerClient
 
-    from producers.eventhubs_sender import fill_batch
+    from harness.backends.eventhubs.sender import fill_batch
 
     body = json.dumps({"p": 0, "s": 0, "t": 0.0, "pad": "x" * (SIZE - 40)}).encode()
     with EventHubProducerClient.from_connection_string(conn, eventhub_name=HUB) as producer:

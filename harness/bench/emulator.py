@@ -36,7 +36,7 @@ def _emulator_main(partitions: int, port_q, stop_ev) -> None:
 def _producer_main(conn_str: str, pid: str, events: int, batch_size: int, barrier, out_q) -> None:
     from azure.eventhub import EventData, EventHubProducerClient
 
-    from producers.eventhubs_sender import fill_batch
+    from harness.backends.eventhubs.sender import fill_batch
 
     body = b"x" * BODY
     client = EventHubProducerClient.from_connection_string(conn_str, eventhub_name=HUB)

@@ -11,7 +11,7 @@ import time
 
 from confluent_kafka import Producer
 
-from producers.kafka_sender import DEFAULTS
+from harness.backends.kafka.sender import DEFAULTS
 
 
 def main(bootstrap: str, topic: str, seconds: float, size: int) -> None:

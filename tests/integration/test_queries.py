@@ -20,7 +20,7 @@ from harness.oracles import window_counts
 from harness.queries import resolve
 from harness.spark.events import from_kafka
 from producers.event import encode
-from producers.kafka_sender import event_fields
+from harness.backends.kafka.sender import event_fields
 
 from scenario_runs import run
 

@@ -1,5 +1,5 @@
 from producers.event import decode, encode, encode_many, pad_lengths
-from producers.kafka_sender import event_fields
+from harness.backends.kafka.sender import event_fields
 
 
 def test_encoded_events_have_their_wanted_size_and_round_trip():

@@ -2,7 +2,7 @@
 real SDK's EventDataBatch and its size limit."""
 from azure.eventhub import EventData, EventDataBatch
 
-from producers.eventhubs_sender import fill_batch
+from harness.backends.eventhubs.sender import fill_batch
 
 
 def full_at(max_bytes: int, body: bytes) -> int:

@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 from harness.history import AckWriter, load_acks
-from producers.kafka_sender import KafkaSender
+from harness.backends.kafka.sender import KafkaSender
 from producers.payloads import PayloadSource
 from producers.records import SecondStats
 from producers.spec import PayloadSpec
@@ -92,7 +92,7 @@ def test_a_full_queue_is_waited_out_and_every_event_handed_over_exactly_once(tmp
 def test_held_reports_keep_the_time_their_poll_saw_them(tmp_path, monkeypatch):
     """Reports are recorded in bulk, later than their poll: each ack time is still its poll's, so ack_ms minus
     the client's latency is the produce call (here recorded 0.4 s after the poll that served the reports)."""
-    import producers.kafka_sender as kafka_sender
+    import harness.backends.kafka.sender as kafka_sender
 
     monkeypatch.setattr(kafka_sender, "HOLD_S", 3600.0)
     s = sender(tmp_path, **{"message.timeout.ms": 300, "enable.idempotence": False})

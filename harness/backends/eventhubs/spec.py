@@ -16,7 +16,7 @@ _PLACEHOLDER = "Endpoint=sb://validation.invalid/;SharedAccessKeyName=k;SharedAc
 
 
 class EventHubsSpec(BackendSpec):
-    sender = "producers.eventhubs_sender:EventHubsSender"
+    sender = "harness.backends.eventhubs.sender:EventHubsSender"
     batch_cap_option = "maxEventsPerTrigger"
     batch_cap_exact = True
     placement = "eventhubs"

@@ -25,7 +25,7 @@ _SET_BY_HARNESS = {"subscribe", "subscribepattern", "assign", "kafka.bootstrap.s
 
 
 class KafkaSpec(BackendSpec):
-    sender = "producers.kafka_sender:KafkaSender"
+    sender = "harness.backends.kafka.sender:KafkaSender"
     batch_cap_option = "maxOffsetsPerTrigger"
     batch_cap_exact = False
     placement = "kafka"
