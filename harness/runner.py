@@ -31,6 +31,7 @@ from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
 from harness.runstate import RunState
+from harness.sink import record_commit_times
 from harness.soak.plan import resolve as resolve_soak
 from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
@@ -331,6 +332,7 @@ def stop_everything(ctx: RunContext) -> None:
         monitor.stop()
         if not ctx.state.interrupted:
             monitor.evaluate_now()  # the state at the end of traffic (the drain is the final verdict's)
+        monitor.close()
     nemesis, ctx.nemesis = ctx.nemesis, None
     if nemesis is not None:
         nemesis.stop()  # heals whatever is still injected, also after an error or Ctrl-C
@@ -350,6 +352,7 @@ def stop_everything(ctx: RunContext) -> None:
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()  # last started, first stopped: the driver, the workers, then the master
         ctx.backend.stop()
+    record_commit_times(ctx.run_dir / "sink")  # the run directory keeps them when copied without mtimes
     cluster, ctx.cluster = ctx.cluster, None
     if cluster is not None:
         ctx.state.spark_cluster = cluster.describe()

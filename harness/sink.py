@@ -2,7 +2,9 @@
 
 Only files listed in the sink's own log count (that log is what makes the file sink exactly-once: a re-run batch
 id is skipped). Each batch's log file is written when that batch commits, so its modification time is the moment
-the batch's rows became visible: the end of the end-to-end latency.
+the batch's rows became visible: the end of the end-to-end latency. A copy of the run directory need not keep
+modification times (git does not, nor a plain `cp -r`), so the run writes them down when the query has stopped
+(`_commit_times.json` beside the log, `record_commit_times`), and readers take them from there.
 """
 from __future__ import annotations
 
@@ -13,16 +15,34 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 import pyarrow.parquet as pq
 
+from harness import atomic
+
 # What an `events` query must keep (harness.queries: the contract), and what the reports use when it is there.
 SINK_COLUMNS = ["producer", "seq", "intended_ms", "partition", "offset"]
 OPTIONAL_COLUMNS = ["broker_ms", "bytes", "batch_ms"]
 
 
+COMMIT_TIMES = "_commit_times.json"  # {batch id: commit time ms}, written when the query has stopped
+
+
+def record_commit_times(sink: Path) -> None:
+    """Write down each committed batch's commit time (its log file's modification time) while it is still the
+    original's; a sink without a log gets none."""
+    if (sink / "_spark_metadata").is_dir():
+        atomic.write_json(sink / COMMIT_TIMES, {str(b): t for b, t, _ in batch_log(sink)})
+
+
 def batch_log(sink: Path) -> list[tuple[int, float, list[str]]]:
-    """[(batch id, commit time ms, [data files added])], oldest first; compacted logs contribute new files only."""
+    """[(batch id, commit time ms, [data files added])], oldest first; compacted logs contribute new files only.
+    Commit times as recorded (`_commit_times.json`), else, for a batch committed since (a soak still running),
+    as the log file's modification time."""
     meta = sink / "_spark_metadata"
     if not meta.is_dir():
         return []
+    try:
+        recorded = {int(k): float(v) for k, v in json.loads((sink / COMMIT_TIMES).read_text()).items()}
+    except FileNotFoundError:
+        recorded = {}
     entries = []
     for f in meta.iterdir():
         name = f.name.removesuffix(".compact")
@@ -41,7 +61,7 @@ def batch_log(sink: Path) -> list[tuple[int, float, list[str]]]:
                 continue
             seen.add(rec["path"])
             files.append(rec["path"])
-        out.append((batch_id, f.stat().st_mtime * 1000.0, files))
+        out.append((batch_id, recorded[batch_id] if batch_id in recorded else f.stat().st_mtime * 1000.0, files))
     return out
 
 

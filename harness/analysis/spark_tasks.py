@@ -35,7 +35,17 @@ def event_log_files(run_dir: Path) -> list[list[Path]]:
                 apps.append(parts)
         elif not entry.name.startswith("."):
             apps.append([entry])
-    return sorted(apps, key=lambda files: files[0].stat().st_mtime)
+    return sorted(apps, key=_app_start_ms)
+
+
+def _app_start_ms(files: list[Path], look: int = 200) -> float:
+    """When the application started, as its log says (SparkListenerApplicationStart, among its first lines): a
+    copied run directory need not keep the files' modification times. Else the first file's."""
+    with open(files[0], encoding="utf-8", errors="replace") as f:
+        for _, line in zip(range(look), f):
+            if '"SparkListenerApplicationStart"' in line:
+                return float(json.loads(line)["Timestamp"])
+    return files[0].stat().st_mtime * 1000.0
 
 
 def read_event_logs(run_dir: Path) -> list[dict]:

@@ -8,6 +8,11 @@ reading the files to the verdict with its latency summary, so its peak RSS (getr
 the counts it reports are checked against what was planted. The pandas engine (harness/bench/reference_checker.py,
 today's checker before DuckDB) runs at the sizes it can afford. Synthetic data goes under a temporary directory
 (`HARNESS_BENCH_TMP` to move it) and is deleted after each size.
+
+The soak's live checks use the same engine incrementally (harness.soak.live): `live` feeds it a soak's traffic
+(LIVE_EPS for LIVE_STEP_S between evaluations, as `check_every_s` does) and times each evaluation (new history
+and sink in, `reconcile(settled_before_ms=...)` out) as the history grows: the engine must keep up, far inside the
+interval, at any length of soak, or the live checks would need an engine of their own.
 """
 from __future__ import annotations
 
@@ -40,6 +45,8 @@ GOAL_EPS = 1_000_000
 REFERENCE_SIZES = (1_000_000,)
 MEMORY_LIMIT, MEMORY_LIMIT_MB = "1GB", 1024
 RSS_SLACK_MB = 512  # beyond DuckDB's memory_limit: the interpreter, pyarrow, DuckDB's catalog and result buffers
+LIVE_EPS, LIVE_STEP_S, LIVE_SETTLE_S = 5_000, 30.0, 120.0  # a soak's traffic, check_every_s and settle_s
+LIVE_GOAL_S = LIVE_STEP_S / 10  # an evaluation may take a tenth of the interval between two
 
 
 def planted(n: int) -> dict:
@@ -160,6 +167,44 @@ def check_old(directory: str) -> dict:
 
 
 
+def measure_live(steps: int) -> dict:
+    """Seconds per live evaluation as a soak's history grows by LIVE_EPS x LIVE_STEP_S events a step; the engine's
+    counts checked against the truth (nothing lost, no duplicate; one step's events pending at every look)."""
+    import pandas as pd
+
+    from harness.checker import Expectations, IncrementalChecker
+
+    rng = np.random.default_rng(7)
+    n, seconds, total, sink = int(LIVE_EPS * LIVE_STEP_S), [], 0, None
+    with IncrementalChecker() as engine:
+        for step in range(steps):
+            seq = np.arange(total, total + n, dtype=np.int64)
+            t0 = T0_MS + step * LIVE_STEP_S * 1000.0
+            intended = t0 + np.sort(rng.uniform(0, LIVE_STEP_S * 1000.0, n))
+            part = (seq % PARTITIONS).astype(np.int32)
+            off = seq // PARTITIONS
+            acks = pa.record_batch({"producer": pa.array(np.zeros(n, np.int32)), "seq": pa.array(seq),
+                                    "partition": pa.array(part), "offset": pa.array(off),
+                                    "intended_ms": pa.array(intended), "ack_ms": pa.array(intended + 5.0),
+                                    "latency_us": pa.array(np.full(n, 5000, np.int64)),
+                                    "error": pa.array([""] * n)}, schema=ACK_SCHEMA)
+            t = time.perf_counter()
+            engine.add_acks([acks])
+            if sink is not None:  # the sink is a step behind: the last step's events are in flight at every look
+                engine.store.add_sink_frame(sink)
+            rec = engine.reconcile(Expectations(), settled_before_ms=t0 + LIVE_STEP_S * 1000.0 - LIVE_SETTLE_S * 1000,
+                                   latency=False)
+            seconds.append(time.perf_counter() - t)
+            sink = pd.DataFrame({"producer": 0, "seq": seq, "partition": part, "offset": off,
+                                 "intended_ms": intended, "commit_ms": intended + 1500.0})
+            total += n
+            if rec.lost or rec.duplicates or rec.delivered_unique != total - n:
+                raise RuntimeError(f"live step {step}: lost {rec.lost}, duplicates {rec.duplicates}, delivered "
+                                   f"{rec.delivered_unique} of {total - n}")
+    return {"steps": steps, "events": total, "seconds": seconds, "worst_s": max(seconds),
+            "last_s": seconds[-1], "mean_s": sum(seconds) / len(seconds)}
+
+
 def _child(engine: str, directory: str) -> None:
     import resource
 
@@ -195,7 +240,11 @@ def run_bench(json_path: str | None = None, quick: bool = False) -> dict:
             shutil.rmtree(directory, ignore_errors=True)
             details["sizes"][str(n)] = size
             _verify(size)
-        rows = _rows(details["sizes"])
+        details["live"] = live = measure_live(8 if quick else 60)
+        rows = _rows(details["sizes"]) + [row(
+            f"soak live evaluation, worst of {live['steps']} ({live['events'] / 1e6:g}M events, "
+            f"{LIVE_EPS:,}/s, every {LIVE_STEP_S:g} s)", live["worst_s"], "s",
+            goal=f"<= {LIVE_GOAL_S:g} s (a tenth of the interval)", ok=live["worst_s"] <= LIVE_GOAL_S)]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     out = {"rows": rows, **details}

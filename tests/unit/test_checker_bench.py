@@ -23,3 +23,11 @@ def test_rows_have_the_table_shape_and_judge_the_goals():
     assert fast["value"] == 2_000_000 and fast["reference"] == 100_000 and fast["ratio"] == 20 and fast["ok"]
     assert slow["value"] == 500_000 and slow["ok"] is False and GOAL_EPS == 1_000_000
     assert rows["checker peak RSS (1M events)"]["ok"] and rows["checker peak RSS (10M events)"]["ok"] is False
+
+
+def test_the_live_evaluation_bench_checks_the_engines_counts_at_every_step():
+    from harness.bench.checker import LIVE_EPS, LIVE_STEP_S, measure_live
+
+    live = measure_live(3)
+    assert live["events"] == 3 * int(LIVE_EPS * LIVE_STEP_S) and len(live["seconds"]) == 3
+    assert live["worst_s"] == max(live["seconds"]) > 0

@@ -3,12 +3,13 @@
 `tests/fixtures/runs/<name>/` are real run directories (the broker's data, the rendered reports and Spark's
 scratch files left out), recorded before the judge was reshaped into checkers: `<name>.result.json` and
 `<name>.series.json` beside each are what the harness wrote then. `harness check` on a copy (a moved run
-directory) must give the same checks (name, outcome, detail; their order in the list is presentation), the same
+directory whose files lost their modification times, as git or `cp -r` copies them) must give the same checks (name, outcome, detail; their order in the list is presentation), the same
 counts and the same figures. Between them
 they cover the events oracle, a user's oracle (stateful: windowed counts), driver kills, a declared failure
 (eh-ageout), declared loss a source reports as gaps (eh-ageout-lenient), Kafka and Event Hubs.
 """
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def test_every_recorded_run_is_here():
 def test_a_recorded_run_rejudges_the_same(name, tmp_path, capsys):
     run_dir = tmp_path / name
     shutil.copytree(FIXTURES / name, run_dir)
+    for path in run_dir.rglob("*"):  # copied as git or `cp -r` copy: no file keeps its modification time
+        os.utime(path, (1_000_000_000, 1_000_000_000))
     recorded = json.loads((FIXTURES / f"{name}.result.json").read_text())
     code = main(["check", str(run_dir)])
     assert code == (0 if recorded["verdict"] == "pass" else 1), capsys.readouterr()
