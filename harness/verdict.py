@@ -50,7 +50,8 @@ def judge(scenario: Scenario, run_dir: Path, state: RunState | dict,
         result.query.oracle = str(query_def.oracle)
         fault_facts = read_faults(run_dir, state.query)
         result.faults = fault_facts.records  # type: ignore[assignment]
-        view = read_run(scenario, run_dir, state, query_def, fault_facts, clock_threshold_ms)
+        view = read_run(scenario, run_dir, state, query_def, oracle.oracle_for(query_def.oracle), fault_facts,
+                        clock_threshold_ms)
         checks = [c for checker in CHECKERS for c in checker(view)]
         fill_figures(result, view)
         result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]

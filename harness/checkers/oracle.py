@@ -15,7 +15,9 @@ from harness.placements import apply_placements, load_placements
 
 
 class EventsOracle:
+    """Every acked event delivered once, where its ack said: the output is one row per event."""
     name = "events"
+    per_event = True
 
     def __call__(self, run: RunView) -> list[Check]:
         return delivery_checks(run.rec, run.scenario.checks)
@@ -23,6 +25,7 @@ class EventsOracle:
 
 class OutputOracle:
     """A named oracle over the query's output; what it returns is kept whole (result.json `oracle`)."""
+    per_event = False
 
     def __init__(self, name: str):
         self.name = name
@@ -50,4 +53,4 @@ def oracle_for(name: str) -> EventsOracle | OutputOracle:
 
 
 def oracle(run: RunView) -> list[Check]:
-    return oracle_for(run.query_def.oracle)(run)
+    return run.oracle(run)

@@ -61,6 +61,7 @@ class RunView:
     run_dir: Path
     state: RunState
     query_def: QueryDef
+    oracle: Any  # harness.checkers.oracle: what judges the query's output (`per_event`: one row per event)
     faults: FaultFacts
     progress: list[dict]
     t0: float  # epoch s: the producers' start (the first progress record's time without producers)
@@ -98,7 +99,7 @@ def read_faults(run_dir: Path, query: dict) -> FaultFacts:
     return FaultFacts(records, effects, expected, failed)
 
 
-def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: QueryDef, faults: FaultFacts,
+def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: QueryDef, oracle, faults: FaultFacts,
              clock_threshold_ms: float) -> RunView:
     """Everything the checkers judge, reconciled once (out of core: a DuckDB file in a temporary directory)."""
     if state.positions_error:
@@ -132,8 +133,8 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
         own_sink = None
         if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
             with reading("reading the query's own sink (its read_sink)"):
-                own_sink = read_own_sink(query_def, run_dir, scenario, checker)
-        elif query_def.oracle == "events" or rows_are_events(run_dir / "sink"):
+                own_sink = read_own_sink(query_def, run_dir, scenario, checker, oracle.per_event)
+        elif oracle.per_event or rows_are_events(run_dir / "sink"):
             # an output judged by a user's oracle that still has one row per event (an event id, its partition
             # and offset) gives the checker its commit times: latency is measured as for the events oracle
             with reading("reading the sink (the files its _spark_metadata log lists)"):
@@ -144,12 +145,12 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
             process_rows = checker.ack_count(producer_below=FAULT_PRODUCER_BASE)
             acked = rec.acked if measured_from_ms is None else \
                 checker.ack_count(ok_only=True, intended_from_ms=measured_from_ms)
-    if query_def.oracle != "events":  # the output is not one row per event (its oracle judges it): no event
+    if not oracle.per_event:  # the output is not one row per event (its oracle judges it): no event
         rec.lost = rec.expected_lost = rec.unread = 0  # is lost for want of a row of its own
         rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
-    view = RunView(scenario, run_dir, state, query_def, faults, progress, t0, measured_from_ms, target, fleet,
+    view = RunView(scenario, run_dir, state, query_def, oracle, faults, progress, t0, measured_from_ms, target, fleet,
                    producers, process_rows, acked, rec, clock_plan, own_sink)
-    view.clocks = clock_section(clock_plan, run_dir, query_def)
+    view.clocks = clock_section(clock_plan, run_dir, oracle.per_event and query_def.read_sink is None)
     soak = scenario.soak
     try:  # a figure for every run; judged (leaks, disk) for a soak
         view.resources = summarize_resources(
@@ -163,12 +164,13 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
     return view
 
 
-def clock_section(clock_plan: clocks.ClockPlan, run_dir: Path, query_def: QueryDef) -> dict | None:
+def clock_section(clock_plan: clocks.ClockPlan, run_dir: Path, sink_rows_are_events: bool) -> dict | None:
     """Producers on other machines (harness.clocks): per machine the measured offset and what was corrected;
-    negative latencies counted from the sink (the checker's histogram would floor them at 1 µs unseen)."""
+    negative latencies counted from the Parquet sink's rows when they are events (the checker's histogram would
+    floor them at 1 µs unseen)."""
     if not any(m.directory != "." or m.samples for m in clock_plan.machines):
         return None  # every producer ran here, on the reference clock
-    if query_def.oracle == "events" and query_def.read_sink is None:
+    if sink_rows_are_events:
         clocks.count_negative_latencies(run_dir / "sink", clock_plan)
     return clocks.section(clock_plan)
 
@@ -184,16 +186,17 @@ def rows_are_events(sink_dir: Path) -> bool:
     return all(c in names for c in OWN_SINK_EVENT_COLUMNS[:4])
 
 
-def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario,
-                   checker: IncrementalChecker) -> pd.DataFrame:
+def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario, checker: IncrementalChecker,
+                  per_event: bool = True) -> pd.DataFrame:
     """What a foreachBatch query's own reader returns; with the event columns and a commit time per row the
-    checker takes its rows (in commit order) and measures latency from them, as from the Parquet sink's log."""
+    checker takes its rows (in commit order) and measures latency from them, as from the Parquet sink's log.
+    `per_event`: the query's oracle judges one row per event (the events oracle), so the columns are required."""
     frame = query_def.read_sink(run_dir / "sink", dict(scenario.spark.query_params))
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"{scenario.spark.query}.read_sink returned {type(frame).__name__}, not a pandas DataFrame")
     if all(c in frame.columns for c in OWN_SINK_EVENT_COLUMNS):
         checker.store.add_sink_frame(frame.sort_values("commit_ms", kind="stable"))
-    elif query_def.oracle == "events":
+    elif per_event:
         raise ValueError(f"the events oracle needs the columns {', '.join(OWN_SINK_EVENT_COLUMNS)} from "
                          f"read_sink (it returned {list(frame.columns)})")
     return frame
