@@ -78,7 +78,7 @@ def _strategies(hub: str, partitions: list[int], executors: list[str]) -> dict[s
     """The connector's Hash and BalancedHash placement over the executors the tasks really ran on, and the
     imbalance each gives (most partitions on one executor / the even share). Local mode has no executors to
     prefer: nothing to project."""
-    from harness.spark.eventhubs.locality import placement
+    from harness.backends.eventhubs.spark_source.locality import placement
 
     if not executors:
         return {}

@@ -86,7 +86,7 @@ def spark_session(work: Path):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from harness.spark.eventhubs import register
+    from harness.backends.eventhubs.spark_source import register
     from harness.spark.process import BASE_CONF
 
     builder = SparkSession.builder.master("local[2]").appName("bench-eh-source")

@@ -101,7 +101,7 @@ def where_imported(_=None) -> dict:
     import socket
     import sys
 
-    offsets = importlib.import_module("harness.spark.eventhubs.offsets")
+    offsets = importlib.import_module("harness.backends.eventhubs.spark_source.offsets")
     return {"harness": os.path.abspath(sys.modules["harness"].__file__), "eventhubs_offsets":
             os.path.abspath(offsets.__file__), "pyfiles": os.path.abspath(__file__), "cwd": os.getcwd(), "pythonpath": os.environ.get("PYTHONPATH", ""),
             "host": socket.gethostname(), "pid": os.getpid()}

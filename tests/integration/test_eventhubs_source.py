@@ -39,7 +39,7 @@ def spark(spark):
     so a session of this module's own would leave Spark's Kafka source out for the modules after it), with the
     source registered. In the default file order no earlier module has run a query on it, so this module's first
     query meets no idle Python worker (see the reuse test)."""
-    from harness.spark.eventhubs import register
+    from harness.backends.eventhubs.spark_source import register
 
     register(spark)
     return spark
@@ -264,9 +264,9 @@ def test_unknown_option_is_an_error_naming_it(spark, emulator):
 
 # ------------------------------------------------------------------------------------------------ executor side
 def test_fresh_receiver_reports_exactly_what_aged_out_and_steals_are_survived(emulator, tmp_path):
-    from harness.spark.eventhubs import receivers
-    from harness.spark.eventhubs.offsets import Range
-    from harness.spark.eventhubs.options import parse_options
+    from harness.backends.eventhubs.spark_source import receivers
+    from harness.backends.eventhubs.spark_source.offsets import Range
+    from harness.backends.eventhubs.spark_source.options import parse_options
 
     hub = "aged"
     conn = emulator.connection_string(hub)
@@ -322,9 +322,9 @@ def test_events_fetched_before_they_aged_out_stay_out_of_a_batch_planned_past_th
     """A cached receiver prefetches ahead of its reader; events it holds may age out before the next batch is
     planned. The plan leaves them out of maxEventsPerTrigger's budget (Range.retained_from), so the task must not
     deliver them from its buffer: it reports them lost, exactly, and still reuses the receiver."""
-    from harness.spark.eventhubs import receivers
-    from harness.spark.eventhubs.offsets import PartitionBounds, Range, plan_batch_end, plan_ranges
-    from harness.spark.eventhubs.options import parse_options
+    from harness.backends.eventhubs.spark_source import receivers
+    from harness.backends.eventhubs.spark_source.offsets import PartitionBounds, Range, plan_batch_end, plan_ranges
+    from harness.backends.eventhubs.spark_source.options import parse_options
 
     hub = "prefetched"
     send(emulator.connection_string(), hub, "0", 40)
@@ -351,9 +351,9 @@ def test_events_fetched_before_they_aged_out_stay_out_of_a_batch_planned_past_th
 
 
 def test_no_thread_or_connection_leak_and_a_worker_exit_closes_its_connections(emulator):
-    from harness.spark.eventhubs import receivers
-    from harness.spark.eventhubs.offsets import Range
-    from harness.spark.eventhubs.options import parse_options
+    from harness.backends.eventhubs.spark_source import receivers
+    from harness.backends.eventhubs.spark_source.offsets import Range
+    from harness.backends.eventhubs.spark_source.options import parse_options
 
     hub = "leak"
     conn = emulator.connection_string(hub)
@@ -381,7 +381,7 @@ def test_no_thread_or_connection_leak_and_a_worker_exit_closes_its_connections(e
     assert emulator.snapshot()["hubs"][hub]["receivers"] == 0
 
     # a Python worker ends with os._exit (no atexit): the kernel closes its sockets, the service sees it go
-    code = ("import os, time; from harness.spark.eventhubs import read_partition; "
+    code = ("import os, time; from harness.backends.eventhubs.spark_source import read_partition; "
             f"n = sum(b.num_rows for b in read_partition({{'eventhubs.connectionString': {conn!r}}}, 0, 0, 5)); "
             "print(n, flush=True); time.sleep(1); os._exit(0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -397,10 +397,10 @@ def test_recreated_hub_is_data_loss_on_the_driver_and_on_the_executor(emulator, 
     the recreated hub can no longer complete."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-    from harness.spark.eventhubs import receivers
-    from harness.spark.eventhubs.offsets import EventHubsDataLossError, Range
-    from harness.spark.eventhubs.options import parse_options
-    from harness.spark.eventhubs.source import EventHubsStreamReader
+    from harness.backends.eventhubs.spark_source import receivers
+    from harness.backends.eventhubs.spark_source.offsets import EventHubsDataLossError, Range
+    from harness.backends.eventhubs.spark_source.options import parse_options
+    from harness.backends.eventhubs.spark_source.source import EventHubsStreamReader
 
     monkeypatch.setattr(receivers, "STALL_CHECK_S", 0.3)  # ask about a stalled range sooner (time only)
     conn = emulator.connection_string("reborn")

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from harness.errors import InputError
-from harness.spark.eventhubs.locality import (java_string_hash, placement, preferred_executor, scala_tuple2_hash,
+from harness.backends.eventhubs.spark_source.locality import (java_string_hash, placement, preferred_executor, scala_tuple2_hash,
                                               sorted_executors)
-from harness.spark.eventhubs.offsets import (EventHubsDataLossError, Generation, PartitionBounds, Range, offset_json,
+from harness.backends.eventhubs.spark_source.offsets import (EventHubsDataLossError, Generation, PartitionBounds, Range, offset_json,
                                              plan_batch_end, plan_ranges, read_offset, split_limit)
-from harness.spark.eventhubs.options import (ALLOWED_OPTIONS, EventHubsOptionError, EventPosition,
+from harness.backends.eventhubs.spark_source.options import (ALLOWED_OPTIONS, EventHubsOptionError, EventPosition,
                                              parse_options)
 
 CONN = ("Endpoint=sb://127.0.0.1:5672/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=k;"
@@ -27,8 +27,8 @@ def opts(**extra):
 def test_importing_the_options_does_not_import_spark_or_the_sdk():
     import subprocess
 
-    code = ("import sys; from harness.spark.eventhubs.options import parse_options, ALLOWED_OPTIONS; "
-            "import harness.spark.eventhubs; print('pyspark' in sys.modules, 'azure.eventhub' in sys.modules)")
+    code = ("import sys; from harness.backends.eventhubs.spark_source.options import parse_options, ALLOWED_OPTIONS; "
+            "import harness.backends.eventhubs.spark_source; print('pyspark' in sys.modules, 'azure.eventhub' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -180,7 +180,7 @@ def test_bad_starting_positions_keys(key, fragment):
 def test_arrow_schema_is_the_one_pyspark_expects_for_the_connector_schema():
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from harness.spark.eventhubs.rows import ARROW_SCHEMA, spark_schema
+    from harness.backends.eventhubs.spark_source.rows import ARROW_SCHEMA, spark_schema
 
     assert [(f.name, f.dataType.simpleString()) for f in spark_schema().fields] == [
         ("body", "binary"), ("partition", "string"), ("offset", "string"), ("sequenceNumber", "bigint"),

@@ -174,7 +174,7 @@ def test_python_imports_from_the_archive(tmp_path):
 
 def test_the_harness_archive_has_the_installed_packages():
     names = set(zipfile.ZipFile(pyfiles.harness_archive()).namelist())
-    assert {"harness/__init__.py", "harness/spark/eventhubs/source.py", "harness/spark/pyfiles.py",
+    assert {"harness/__init__.py", "harness/backends/eventhubs/spark_source/source.py", "harness/spark/pyfiles.py",
             "producers/__init__.py", "reports/__init__.py", "harness/jvm/spark-kafka/pom.xml"} <= names
     assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
 

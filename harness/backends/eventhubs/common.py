@@ -1,5 +1,5 @@
 """What both Event Hubs backends share: partition positions read through the SDK, the producers' settings and
-the Spark source (the project's PySpark data source, harness.spark.eventhubs).
+the Spark source (the project's PySpark data source, harness.backends.eventhubs.spark_source).
 
 Positions are sequence numbers (what the source checkpoints): a partition's end is its last enqueued sequence
 number + 1, its start the first one still retained.
@@ -133,7 +133,7 @@ class EventHubsBackendBase(Backend):
     def record_positions(self, stream: str, out_dir: Path) -> int:
         """Everything the hub still holds, read at the end of the run: with the faults' reads of what they removed,
         every acked event's position is known, so positions are compared and ordered as strictly as Kafka's."""
-        from harness.spark.eventhubs.clients import is_not_found
+        from harness.backends.eventhubs.spark_source.clients import is_not_found
 
         try:
             start, end = self.start_offsets(stream), self.end_offsets(stream)
@@ -169,5 +169,5 @@ class EventHubsBackendBase(Backend):
             opts["eventhubs.startingPositions"] = starting_positions(stream, start)
         opts.update(options)
         return SparkSource("eventhubs", opts, normalise="harness.spark.events:from_eventhubs",
-                           data_sources=("harness.spark.eventhubs:EventHubsDataSource",),
+                           data_sources=("harness.backends.eventhubs.spark_source:EventHubsDataSource",),
                            metrics_option="harness.metricsPath")

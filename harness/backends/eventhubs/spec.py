@@ -68,7 +68,7 @@ class EventHubsSpec(BackendSpec):
 
     def check_source_options(self, options: dict[str, Any]) -> None:
         """The source's own parser judges names and values; the connection string is the harness's to give."""
-        from harness.spark.eventhubs.options import parse_options
+        from harness.backends.eventhubs.spark_source.options import parse_options
 
         for key in options:
             if key.lower() in _SET_BY_HARNESS:

@@ -1,6 +1,6 @@
 """Event Hubs for Spark Structured Streaming, as a PySpark Python data source on the azure-eventhub SDK.
 
-    from harness.spark.eventhubs import register
+    from harness.backends.eventhubs.spark_source import register
     register(spark)                                   # spark.dataSource.register(EventHubsDataSource)
     df = (spark.readStream.format("eventhubs")
           .option("eventhubs.connectionString", conn)  # with EntityPath=<hub>

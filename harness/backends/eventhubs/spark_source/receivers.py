@@ -32,7 +32,7 @@ from .offsets import EventHubsDataLossError, PartitionBounds, Range, data_loss_m
 from .options import EventHubsOptions
 from .rows import EventChunk, chunk_from_events
 
-LOG = logging.getLogger("harness.spark.eventhubs")
+LOG = logging.getLogger("harness.backends.eventhubs.spark_source")
 quiet_sdk_loggers()  # this module runs in the executors' Python workers
 
 POLL_S = 0.2  # how often a waiting task looks at its receiver's state

@@ -24,7 +24,7 @@ from .offsets import (EventHubsDataLossError, Generation, PartitionBounds, Range
                       plan_batch_end, plan_ranges, read_offset)
 from .rows import spark_schema
 
-LOG = logging.getLogger("harness.spark.eventhubs")
+LOG = logging.getLogger("harness.backends.eventhubs.spark_source")
 
 
 def _key(offset: dict) -> str:

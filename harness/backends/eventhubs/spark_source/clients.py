@@ -19,7 +19,7 @@ from typing import Iterable
 from .offsets import PartitionBounds
 from .options import EventHubsOptions, EventPosition
 
-LOG = logging.getLogger("harness.spark.eventhubs")
+LOG = logging.getLogger("harness.backends.eventhubs.spark_source")
 
 # The SDK's EventProcessor sleeps this long between ownership checks; it also bounds how long its thread lingers
 # after close(). One partition, no checkpoint store: the check is a dictionary lookup, so a short interval is free.
