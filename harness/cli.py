@@ -145,12 +145,12 @@ def _cmd_report(args) -> int:
 def _cmd_check(args) -> int:
     """Judge a finished run again from its directory: the checker over every ack log under producers/ (machines'
     subdirectories gathered from other hosts included), clock skew per machine, then result.json, junit.xml,
-    summary.md and the reports rewritten. Exit 0 pass, 1 fail or unjudged, 2 not a run directory."""
-    from harness import atomic, clocks
-    from harness.soak.plan import _validate
+    summary.md and the reports rewritten; with --baseline, harness compare's thresholds against that run applied
+    again as the `baseline` check. Exit 0 pass, 1 fail or unjudged, 2 not a run directory."""
+    from harness import clocks
+    from harness.config import validate_resolved
+    from harness.runner import record
     from harness.verdict import judge
-    from reports.ci import junit_xml, summary_markdown
-    from reports.report import write_reports
 
     run_dir = Path(args.run_dir).resolve()
     state_path, scenario_path = run_dir / "run_state.json", run_dir / "scenario.json"
@@ -164,17 +164,32 @@ def _cmd_check(args) -> int:
         raise InputError(f"{run_dir}: run_state.json or scenario.json not readable: {exc}") from None
     if args.skew_threshold_ms is not None and args.skew_threshold_ms < 0:
         raise InputError(f"--skew-threshold-ms {args.skew_threshold_ms}: must be 0 or more")
-    result = judge(_validate(resolved, str(scenario_path)), run_dir, state,
-                   args.skew_threshold_ms if args.skew_threshold_ms is not None else clocks.DEFAULT_THRESHOLD_MS
-                   ).as_dict()
-    atomic.write_json(run_dir / "result.json", result)
-    atomic.write_text(run_dir / "junit.xml", junit_xml(result))
-    atomic.write_text(run_dir / "summary.md", summary_markdown(result, None))
-    problems = write_reports(result, run_dir)
+    scenario = validate_resolved(resolved, str(scenario_path))
+    baseline = _baseline(args, scenario)
+    result, problems = record(judge(scenario, run_dir, state, args.skew_threshold_ms if args.skew_threshold_ms
+                                    is not None else clocks.DEFAULT_THRESHOLD_MS), run_dir, baseline)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     print(_check_summary(result, run_dir))
     return 0 if result["verdict"] == "pass" else 1
+
+
+def _baseline(args, scenario) -> tuple[Path, str] | None:
+    """--baseline RUN_DIR with its thresholds (--fail-on, else the scenario's soak.baseline_fail_on, else the
+    soak's default), checked before anything is rewritten."""
+    from harness.config import SoakSpec
+    from reports.compare import parse_thresholds
+
+    if args.baseline is None:
+        if args.fail_on is not None:
+            raise InputError("--fail-on needs --baseline RUN_DIR")
+        return None
+    baseline = Path(args.baseline)
+    if not (baseline / "result.json").is_file():
+        raise InputError(f"--baseline {baseline}: no result.json there; give a run directory")
+    fail_on = args.fail_on if args.fail_on is not None else (scenario.soak or SoakSpec()).baseline_fail_on
+    parse_thresholds(fail_on)  # an unknown figure or a malformed amount: exit 2 before anything is rewritten
+    return baseline, fail_on
 
 
 def _check_summary(result: dict, run_dir: Path) -> str:
@@ -293,6 +308,10 @@ def parser() -> argparse.ArgumentParser:
     ck.add_argument("run_dir")
     ck.add_argument("--skew-threshold-ms", type=float, default=None, help="correct a producer machine's times by "
                     "its measured clock offset beyond this (default 10)")
+    ck.add_argument("--baseline", default=None, help="a run directory: harness compare's thresholds against it "
+                    "become the `baseline` check again")
+    ck.add_argument("--fail-on", default=None, help="the thresholds, e.g. p99=+20%%,process_rps=-10%% (default: "
+                    "the scenario's soak.baseline_fail_on, p99=+50%%,process_rps=-20%%)")
     ck.set_defaults(func=_cmd_check)
 
     c = sub.add_parser("compare", help="runs side by side against a baseline: deltas, better/worse/same")

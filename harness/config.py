@@ -456,3 +456,12 @@ def _union_member(tp: Any, tag: Any) -> Any:
             if tag in get_args(member.model_fields["kind"].annotation):
                 return member
     return None
+
+
+def validate_resolved(data: dict, where: str) -> Scenario:
+    """A scenario as a run recorded it resolved (scenario.json's `resolved`), validated again: ConfigError naming
+    `where` and the field when it no longer is one."""
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(where, exc)) from None

@@ -37,6 +37,8 @@ from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
 from harness.supervisor import Supervisor
 from harness.timeline import Timeline
+from harness.result import RunResult
+from harness.soak.checks import baseline_check
 from harness.verdict import judge
 from producers.fleet import ProducerFleet
 from harness.lag_sampler import LagSampler
@@ -114,13 +116,22 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     ctx.state.elapsed_s = time.time() - t0
     ctx.state.ended_at = time.time()
     ctx.state.write(run_dir / "run_state.json")
-    judged = judge(scenario, run_dir, ctx.state)
+    result, problems = record(judge(scenario, run_dir, ctx.state), run_dir, baseline)
+    for problem in problems:
+        console.warn(problem)
+    console.summary(result, run_dir)
+    code = 130 if ctx.state.interrupted else (0 if result["verdict"] == "pass" else 1)
+    return RunOutcome(run_dir, result, code)
+
+
+def record(judged: RunResult, run_dir: Path, baseline: tuple[Path, str] | None = None) -> tuple[dict, list[str]]:
+    """The verdict written down: result.json, with harness compare's thresholds against `baseline` (a run
+    directory, the thresholds) as one more check when given; junit.xml, summary.md and the reports. The result,
+    and what could not be rendered. A run and `harness check` both end here."""
     result = judged.as_dict()
     atomic.write_json(run_dir / "result.json", result)
     comparison = None
-    if baseline is not None:
-        from harness.soak.checks import baseline_check
-
+    if baseline is not None:  # compares the result.json just written
         check, comparison = baseline_check(run_dir, *baseline)
         judged.checks = [*judged.checks, check.as_dict()]  # type: ignore[list-item]
         if judged.verdict == "pass" and not check.ok:
@@ -129,11 +140,7 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
         atomic.write_json(run_dir / "result.json", result)
     atomic.write_text(run_dir / "junit.xml", junit_xml(result))
     atomic.write_text(run_dir / "summary.md", summary_markdown(result, comparison))
-    for problem in write_reports(result, run_dir):
-        console.warn(problem)
-    console.summary(result, run_dir)
-    code = 130 if ctx.state.interrupted else (0 if result["verdict"] == "pass" else 1)
-    return RunOutcome(run_dir, result, code)
+    return result, write_reports(result, run_dir)
 
 
 class StoppedEarly(Exception):

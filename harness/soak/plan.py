@@ -10,9 +10,8 @@ import json
 import random
 from pathlib import Path
 
-from pydantic import ValidationError
+from harness.config import ConfigError, Scenario, SoakSpec, validate_resolved
 
-from harness.config import ConfigError, Scenario, SoakSpec, format_errors
 
 def draw_faults(scenario: Scenario) -> list[dict]:
     """The concrete fault plan of `[soak.random_faults]`: [[faults]] entries with fixed times, in time order."""
@@ -44,7 +43,7 @@ def resolve(scenario: Scenario) -> Scenario:
     data["faults"] = draw_faults(scenario)
     soak = data.setdefault("soak", SoakSpec().model_dump(mode="json", exclude_none=True))
     soak.pop("random_faults", None)
-    return _validate(data, "the soak's resolved scenario")
+    return validate_resolved(data, "the soak's resolved scenario")
 
 
 def replayed(run_dir: Path) -> tuple[Scenario, Path]:
@@ -56,11 +55,5 @@ def replayed(run_dir: Path) -> tuple[Scenario, Path]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"--replay {run_dir}: cannot read its scenario.json ({exc}); give a run directory "
                           "a soak wrote") from None
-    return _validate(data, str(record)), source
+    return validate_resolved(data, str(record)), source
 
-
-def _validate(data: dict, where: str) -> Scenario:
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(format_errors(where, exc)) from None

@@ -47,3 +47,22 @@ def test_a_recorded_run_rejudges_the_same(name, tmp_path, capsys):
         assert now.get(key) == recorded[key], key
     assert json.loads((run_dir / "series.json").read_text()) == \
         json.loads((FIXTURES / f"{name}.series.json").read_text())
+
+
+def test_a_rejudge_applies_the_baselines_thresholds_again(tmp_path, capsys):
+    """`harness check RUN_DIR --baseline DIR` re-applies harness compare's thresholds after the re-judge: the
+    crash-recovery run against the steady one moved its p99 far past +20%; a copy of the steady one moved nothing."""
+    for name in ("steady", "crash-recovery"):
+        shutil.copytree(FIXTURES / name, tmp_path / name)
+    shutil.copytree(FIXTURES / "steady", tmp_path / "steady-again")
+    assert main(["check", str(tmp_path / "steady")]) == 0  # the baseline's result.json
+    assert main(["check", str(tmp_path / "crash-recovery"), "--baseline", str(tmp_path / "steady"),
+                 "--fail-on", "p99=+20%"]) == 1
+    checks = {c["name"]: c for c in json.loads((tmp_path / "crash-recovery" / "result.json").read_text())["checks"]}
+    assert checks["baseline"]["ok"] is False and "p99 moved +" in checks["baseline"]["detail"]
+    assert main(["check", str(tmp_path / "steady-again"), "--baseline", str(tmp_path / "steady")]) == 0
+    result = json.loads((tmp_path / "steady-again" / "result.json").read_text())
+    assert [c["ok"] for c in result["checks"] if c["name"] == "baseline"] == [True]
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "steady"), "--fail-on", "p99=+1%"]) == 2
+    assert "--fail-on needs --baseline" in capsys.readouterr().err
