@@ -32,7 +32,10 @@ FIGURES: dict[str, tuple[str, bool]] = {
     "max_lag": ("largest consumer lag, events", True),
     "lost": ("events lost", True),
     "duplicates": ("duplicate deliveries", True),
+    "consumers_created": ("Kafka consumers the executors created (backend.proxy)", True),
+    "receivers_created": ("Event Hubs receivers the source created", True),
 }
+COUNTS = ("lost", "duplicates", "consumers_created", "receivers_created")  # exact: any change is a change
 RELATIVE_FLOOR = 0.01
 UNKNOWN_NOISE = 0.05
 
@@ -64,6 +67,8 @@ def figure(result: dict, name: str) -> float | None:
         "max_lag": (r.get("lag_events") or {}).get("max"),
         "lost": (r.get("counts") or {}).get("lost"),
         "duplicates": (r.get("counts") or {}).get("duplicates"),
+        "consumers_created": (r.get("consumers") or {}).get("created"),
+        "receivers_created": ((r.get("source") or {}).get("totals") or {}).get("created"),
     }.get(name, (r.get("latency_ms") or {}).get(name))
     return None if value is None else float(value)
 
@@ -132,7 +137,7 @@ def judge_change(name: str, base: Run, run: Run) -> dict[str, Any]:
         band, basis = 2.0 * math.hypot(se_a, se_b) + RELATIVE_FLOOR * abs(a), "measured"
     else:
         band, basis = UNKNOWN_NOISE * abs(a), "assumed 5%"
-    if name in ("lost", "duplicates"):  # counts: any change is a change
+    if name in COUNTS:
         band, basis = 0.0, "exact"
     if abs(delta) <= band:
         verdict = "same"

@@ -84,3 +84,20 @@ def test_latency_windows_split_the_window_by_intended_time():
     windows = latency_windows(latency, intended, windows=2)
     assert [(w["n"], w["p50"]) for w in windows] == [(500, 10.0), (500, 30.0)]
     assert latency_windows(latency[:15], intended[:15], windows=2) == []  # too few events to split
+
+
+def test_consumer_and_receiver_creations_are_compared_as_exact_counts(tmp_path):
+    runs = []
+    for name, consumers, receivers in (("a", 8, 4), ("b", 16, 4), ("c", None, 2)):
+        path = make_run(tmp_path / name, [100, 110, 90, 100], [(1000, 1000), (1000, 1000)])
+        result = json.loads((path / "result.json").read_text())
+        result["source"] = {"totals": {"created": receivers}}
+        if consumers is not None:
+            result["consumers"] = {"created": consumers}
+        (path / "result.json").write_text(json.dumps(result))
+        runs.append(path)
+    b, c = (r["changes"] for r in compare(runs)["runs"])
+    assert (b["consumers_created"]["delta"], b["consumers_created"]["verdict"]) == (8.0, "worse")
+    assert b["consumers_created"]["noise_basis"] == "exact" and b["receivers_created"]["verdict"] == "same"
+    assert c["consumers_created"]["verdict"] == "n/a"  # no proxy: not counted, not compared
+    assert (c["receivers_created"]["delta"], c["receivers_created"]["verdict"]) == (-2.0, "better")
