@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ class Run:
     label: str
     result: dict
     samples: dict[str, list[float]]  # figure -> per-window / per-batch values (noise)
+    settings: dict[str, Any] = field(default_factory=dict)  # the resolved scenario, dotted keys
+    varied: set[str] = field(default_factory=set)  # the keys its `--set` overrides (or its sweep) gave
 
     def figure(self, name: str) -> float | None:
         return figure(self.result, name)
@@ -92,7 +94,8 @@ def load_run(path: Path) -> Run:
         samples["process_rps"] = [p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000.0)
                                   for p in batches]
         samples["batch_p50_ms"] = [float(p["durationMs"]["triggerExecution"]) for p in batches]
-    return Run(path, path.name, result, samples)
+    return Run(path, path.name, result, samples, resolved_settings(path),
+               {o.partition("=")[0].strip() for o in _overrides(path)})
 
 
 def _overrides(path: Path) -> list[str]:
@@ -100,7 +103,53 @@ def _overrides(path: Path) -> list[str]:
         overrides = json.loads((path / "scenario.json").read_text()).get("overrides") or []
     except (OSError, ValueError):
         overrides = []
-    return [o for o in overrides if o != "sweep={}"]
+    return [o for o in overrides if o != "sweep={}"]  # runs recorded before sweeps stopped passing it
+
+
+NOT_SETTINGS = ("description", "sweep")  # words, and the sweep table each of its runs had cleared
+
+
+def resolved_settings(path: Path) -> dict[str, Any]:
+    """The run's resolved scenario (scenario.json) as dotted keys, option tables' names whole: what a comparison
+    sets side by side before any figure. {} for a run that recorded none."""
+    try:
+        resolved = json.loads((path / "scenario.json").read_text(encoding="utf-8"))["resolved"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            out[prefix] = value
+
+    walk("", {k: v for k, v in resolved.items() if k not in NOT_SETTINGS})
+    return out
+
+
+def settings_diff(base: Run, runs: list[Run]) -> dict[str, Any]:
+    """Every setting in which a run differs from the baseline, with each run's value; `unintended`: those no run's
+    overrides (or its sweep) set, so the comparison is not only of what was meant to vary; `scenarios`: the
+    scenario names when they differ."""
+    keys = sorted({k for r in [base, *runs] for k in r.settings})
+    differ = {k: [r.settings.get(k) for r in [base, *runs]] for k in keys
+              if any(r.settings.get(k) != base.settings.get(k) for r in runs)}
+    varied = set().union(*(r.varied for r in [base, *runs]))
+    unintended = [k for k in differ if k not in ("name", "seed")
+                  and not any(k == v or k.startswith(v + ".") for v in varied)]
+    names = sorted({str(r.result.get("scenario") or r.settings.get("name")) for r in [base, *runs]})
+    return {"differ": differ, "unintended": unintended, "scenarios": names if len(names) > 1 else []}
+
+
+def settings_warning(settings: dict[str, Any]) -> str | None:
+    parts = []
+    if settings.get("scenarios"):
+        parts.append(f"the runs are of different scenarios ({', '.join(settings['scenarios'])})")
+    if settings.get("unintended"):
+        parts.append("they differ in settings none of their overrides set: " + ", ".join(settings["unintended"]))
+    return "; ".join(parts) or None
 
 
 def expand(paths: list[Path]) -> list[Path]:
@@ -117,6 +166,14 @@ def expand(paths: list[Path]) -> list[Path]:
         else:
             out.append(p)
     return out
+
+
+def _target_differs(base: Run, run: Run) -> bool:
+    """The offered rate is a setting: when the runs were asked for different rates, the produced rate is what
+    differs, not a figure that got better or worse."""
+    a = (base.result.get("throughput") or {}).get("target_eps")
+    b = (run.result.get("throughput") or {}).get("target_eps")
+    return a is not None and b is not None and abs(a - b) > 0.01 * max(abs(a), 1.0)
 
 
 # ------------------------------------------------------------------------------------------------ comparing
@@ -186,15 +243,19 @@ def compare(paths: list[Path], baseline: Path | None = None, fail_on: str = "") 
     failures = []
     for run in others:
         changes = {name: judge_change(name, base, run) for name in FIGURES}
+        if _target_differs(base, run):
+            changes["produce_eps"]["verdict"] = "setting"
         for name, sign, amount, relative in thresholds:
             if crossed(changes[name], sign, amount, relative):
                 failures.append(f"{run.label}: {name} moved {_fmt_change(changes[name])} (limit {sign}{amount:g}"
                                 f"{'%' if relative else ''})")
         rows.append({"run": str(run.path), "label": run.label, "verdict": run.result.get("verdict"),
                      "changes": changes})
+    settings = settings_diff(base, others)
     return {"baseline": {"run": str(base.path), "label": base.label, "verdict": base.result.get("verdict"),
                          "figures": {n: base.figure(n) for n in FIGURES}},
-            "runs": rows, "fail_on": fail_on, "failures": failures}
+            "runs": rows, "fail_on": fail_on, "failures": failures,
+            "settings": {**settings, "warning": settings_warning(settings)}}
 
 
 def _fmt(value: float | None) -> str:
@@ -212,11 +273,31 @@ def _fmt_change(change: dict) -> str:
     return f"{change['delta']:+,.1f}{rel}"
 
 
+def _value(value: Any) -> str:
+    return "-" if value is None else json.dumps(value) if isinstance(value, (dict, list, bool)) else str(value)
+
+
+def settings_markdown(summary: dict) -> list[str]:
+    """What differs between the runs' resolved scenarios, before any figure."""
+    settings = summary.get("settings") or {}
+    differ = settings.get("differ") or {}
+    lines = ["## Settings", ""]
+    if settings.get("warning"):
+        lines += [f"**Warning:** {settings['warning']}.", ""]
+    if not differ:
+        return lines + ["The runs' resolved scenarios are the same.", ""]
+    head = ["setting", "baseline"] + [r["label"] for r in summary["runs"]]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join([f"`{k}`"] + [_value(v) for v in values]) + " |" for k, values in differ.items()]
+    return lines + [""]
+
+
 def compare_markdown(summary: dict) -> str:
     base = summary["baseline"]
-    lines = [f"# Comparison against {base['label']} ({base['verdict']})", "",
+    lines = [f"# Comparison against {base['label']} ({base['verdict']})", ""] + settings_markdown(summary) + [
              "Each figure: the run's value, its change against the baseline, and the verdict (same = within the "
-             "noise measured from both runs' own windows and batches).", ""]
+             "noise measured from both runs' own windows and batches; setting = the runs were asked for different "
+             "rates, so the rate produced is what differs, not a result).", ""]
     head = ["figure", "baseline"] + [r["label"] for r in summary["runs"]]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, (what, _) in FIGURES.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.charts import COLORS, Chart, ms_axis, nines, nines_axis, thousands
-from reports.compare import FIGURES, _fmt, _fmt_change, _overrides
+from reports.compare import FIGURES, _fmt, _fmt_change, _overrides, _value
 from reports.html import CSS, _table
 from harness.analysis.series import dense_seconds
 
@@ -23,7 +23,7 @@ SWEPT = (("process_rps", "Spark rows/s of busy batch time", False), ("latency_p9
          ("batch_p50_ms", "batch duration p50", True), ("task_spread", "slowest task / median", False),
          ("consumers_created", "consumers created", False), ("receivers_created", "receivers created", False),
          ("rate_limited_batches", "batches capped by the rate limit", False))
-VERDICT_COLOR = {"better": "#2e7d32", "worse": "#c62828", "same": "#555", "n/a": "#999"}
+VERDICT_COLOR = {"better": "#2e7d32", "worse": "#c62828", "same": "#555", "n/a": "#999", "setting": "#555"}
 
 
 def _series(run_dir: Path) -> dict:
@@ -150,12 +150,27 @@ def compare_html(summary: dict, sweep: dict | None = None) -> str:
     return "\n".join([
         "<!doctype html><html lang=en><head><meta charset=utf-8>", f"<title>{html.escape(title)}</title>",
         f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>',
-        f"<h1>{html.escape(title)}</h1>",
+        f"<h1>{html.escape(title)}</h1>", settings_html(summary),
         "<p>Each figure: the run's value, its change against the baseline, and the verdict (same = within the noise "
         "measured from both runs' own windows and batches).</p>",
         _table(head, rows), thresholds, "<h2>Runs</h2>", f"<ul>{settings}</ul>",
         "<h2>Figures</h2>", *[c.html() for c in charts],
         f'<p class="muted">{len(charts)} figures.</p></body></html>'])
+
+
+def settings_html(summary: dict) -> str:
+    """What differs between the runs' resolved scenarios, before any figure (a warning when more than what
+    their overrides set)."""
+    settings = summary.get("settings") or {}
+    differ = settings.get("differ") or {}
+    out = "<h2>Settings</h2>"
+    if settings.get("warning"):
+        out += f'<p class="bad"><b>Warning:</b> {html.escape(settings["warning"])}.</p>'
+    if not differ:
+        return out + "<p>The runs' resolved scenarios are the same.</p>"
+    head = ["setting", "baseline"] + [html.escape(r["label"]) for r in summary["runs"]]
+    return out + _table(head, [[f"<code>{html.escape(k)}</code>"] + [html.escape(_value(v)) for v in values]
+                               for k, values in differ.items()])
 
 
 def sweep_html(sweep_dir: Path, sweep: dict) -> str | None:

@@ -101,3 +101,47 @@ def test_consumer_and_receiver_creations_are_compared_as_exact_counts(tmp_path):
     assert b["consumers_created"]["noise_basis"] == "exact" and b["receivers_created"]["verdict"] == "same"
     assert c["consumers_created"]["verdict"] == "n/a"  # no proxy: not counted, not compared
     assert (c["receivers_created"]["delta"], c["receivers_created"]["verdict"]) == (-2.0, "better")
+
+
+def recorded_run(tmp_path, name, label=None):
+    """A recorded run directory (tests/fixtures/runs) with the result.json it was judged with."""
+    import shutil
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+    path = tmp_path / (label or name)
+    shutil.copytree(fixtures / name, path)
+    shutil.copy(fixtures / f"{name}.result.json", path / "result.json")
+    return path
+
+
+def test_a_comparison_opens_with_the_settings_that_differ_and_warns_beyond_the_overrides(tmp_path):
+    from reports.compare import compare_markdown
+
+    steady, again = recorded_run(tmp_path, "steady"), recorded_run(tmp_path, "steady", "steady-again")
+    same = compare([steady, again])
+    assert same["settings"] == {"differ": {}, "unintended": [], "scenarios": [], "warning": None}
+    assert "The runs' resolved scenarios are the same." in compare_markdown(same)
+    # the crash-recovery run: another scenario, with faults and a longer traffic its overrides gave
+    crash = recorded_run(tmp_path, "crash-recovery")
+    summary = compare([steady, crash])
+    differ = summary["settings"]["differ"]
+    assert differ["producers.duration_s"] == [6.0, 16.0] and differ["name"] == ["steady", "crash-recovery"]
+    assert "producers.duration_s" not in summary["settings"]["unintended"]  # both runs' overrides set it
+    assert "faults" in summary["settings"]["unintended"] and summary["settings"]["scenarios"] == [
+        "crash-recovery", "steady"]
+    md = compare_markdown(summary)
+    assert md.index("## Settings") < md.index("| figure |")
+    assert "**Warning:** the runs are of different scenarios (crash-recovery, steady); they differ in settings " \
+           "none of their overrides set: " in md and "| `producers.duration_s` | 6.0 | 16.0 |" in md
+
+
+def test_a_different_offered_rate_is_a_setting_not_a_better_run(tmp_path):
+    base = make_run(tmp_path / "a", [100, 110, 90, 100], [(1000, 1000), (1000, 1000)])
+    faster = make_run(tmp_path / "b", [100, 110, 90, 100], [(1000, 1000), (1000, 1000)])
+    for path, target, produced in ((base, 1000.0, 1000.0), (faster, 4000.0, 3990.0)):
+        result = json.loads((path / "result.json").read_text())
+        result["throughput"].update(target_eps=target, produce_eps=produced)
+        (path / "result.json").write_text(json.dumps(result))
+    (change,) = [r["changes"]["produce_eps"] for r in compare([base, faster])["runs"]]
+    assert change["verdict"] == "setting" and change["delta"] == 2990.0
