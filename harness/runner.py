@@ -312,7 +312,7 @@ def drain(ctx: RunContext) -> None:
         ctx.state.drain_detail = "not drained: the query stopped with the failure a fault declared"
         return
     ends = ctx.backend.end_offsets(s.stream.name)
-    ctx.state.end_offsets = ends
+    ctx.state.end_offsets = {str(p): o for p, o in ends.items()}
     target = {s.stream.name: {str(p): o for p, o in ends.items()}}
     catch_up = s.spark.trigger.kind in CATCH_UP_TRIGGERS
     with ctx.console.step("the query catching up" if catch_up else "draining the query"):
