@@ -52,8 +52,9 @@ def judge(scenario: Scenario, run_dir: Path, state: RunState | dict,
         result.faults = fault_facts.records  # type: ignore[assignment]
         view = read_run(scenario, run_dir, state, query_def, oracle.oracle_for(query_def.oracle), fault_facts,
                         clock_threshold_ms)
+        fill_figures(result, view)  # kept when a checker then cannot judge
         checks = [c for checker in CHECKERS for c in checker(view)]
-        fill_figures(result, view)
+        result.oracle = view.oracle_outcome
         result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
         result.verdict = verdict_of(checks)
     except Exception as exc:  # noqa: BLE001 - the run still gets its result.json, saying why it is unjudged
@@ -94,7 +95,6 @@ def fill_figures(result: RunResult, run: RunView) -> None:
         result.warmup = {"s": warmup, "measured_from": run.measured_from_ms / 1000.0,
                          "events_delivered": summary.warmup_delivered,
                          "latency_ms": summary.warmup_latency.percentiles()}
-    result.oracle = run.oracle_outcome
     result.source = run.source
     tasks: list[dict] = []
     try:  # a report, not a check: an unreadable log leaves the verdict alone

@@ -152,8 +152,9 @@ def compare_html(summary: dict, sweep: dict | None = None) -> str:
         f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>',
         f"<h1>{html.escape(title)}</h1>", settings_html(summary),
         "<p>Each figure: the run's value, its change against the baseline, and the verdict (same = within the noise "
-        "measured from both runs' own windows and batches).</p>",
-        _table(head, rows), thresholds, "<h2>Runs</h2>", f"<ul>{settings}</ul>",
+        "measured from both runs' own windows and batches; setting = the runs were asked for different rates, so the "
+        "rate produced is what differs, not a result).</p>",
+        f'<section id="figures">{_table(head, rows)}</section>', thresholds, "<h2>Runs</h2>", f"<ul>{settings}</ul>",
         "<h2>Figures</h2>", *[c.html() for c in charts],
         f'<p class="muted">{len(charts)} figures.</p></body></html>'])
 
@@ -163,14 +164,14 @@ def settings_html(summary: dict) -> str:
     their overrides set)."""
     settings = summary.get("settings") or {}
     differ = settings.get("differ") or {}
-    out = "<h2>Settings</h2>"
+    out = '<section id="settings"><h2>Settings</h2>'
     if settings.get("warning"):
         out += f'<p class="bad"><b>Warning:</b> {html.escape(settings["warning"])}.</p>'
     if not differ:
-        return out + "<p>The runs' resolved scenarios are the same.</p>"
+        return out + "<p>The runs' resolved scenarios are the same.</p></section>"
     head = ["setting", "baseline"] + [html.escape(r["label"]) for r in summary["runs"]]
     return out + _table(head, [[f"<code>{html.escape(k)}</code>"] + [html.escape(_value(v)) for v in values]
-                               for k, values in differ.items()])
+                               for k, values in differ.items()]) + "</section>"
 
 
 def sweep_html(sweep_dir: Path, sweep: dict) -> str | None:

@@ -136,10 +136,13 @@ def check_fault_report_and_comparison(out, result, tmp_path, steady_run, browser
     assert proc.returncode == 0, proc.stderr
     figures, page = open_page(browser, cmp_dir / "compare.html", "compare-steady-crash")
     with page:
-        table = page.evaluate("document.querySelector('table').textContent")
+        table = page.evaluate("document.querySelector('#figures table').textContent")
+        settings = page.evaluate("document.querySelector('#settings').textContent")
     assert list(figures) == ["fig-cmp-throughput", "fig-cmp-latency-time", "fig-cmp-latency-dist"]
     assert figures["fig-cmp-latency-dist"]["data_points"] == 2 * len(LEVELS)  # both runs' percentile curves
     assert "p99" in table and ("better" in table or "worse" in table or "same" in table)
+    # the page opens with what differs between the two runs' scenarios, and says they are different scenarios
+    assert "different scenarios (crash-recovery, steady)" in settings and "faults" in settings
 
 
 @pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget

@@ -58,7 +58,11 @@ def test_users_yielding_on_a_full_buffer_keep_sequence_order(kafka, supervisor, 
     settings = dict(kafka.producer_settings(), **{"queue.buffering.max.messages": 20, "linger.ms": 2})
     job = {"backend": "kafka", "stream": topic, "partitions": PARTITIONS, "settings": settings,
            "processes": 1, "users": 6, "batch_size": 50, "duration_s": 4.0, "max_backlog_s": 30.0, "seed": 3,
-           "rate": {"kind": "constant", "eps": 1500}, "keys": {"kind": "uniform", "count": 100},
+           # every half second a burst of 100 events falls due at once: a batch of 50 handed over without a poll
+           # between its sends outgrows the 20-message queue (librdkafka counts a message until its delivery report
+           # is served), whatever the machine's speed; a steady rate's batches are a few events each on a fast one
+           "rate": {"kind": "burst", "base_eps": 1000, "period_s": 0.5, "duration_s": 0.002, "factor": 50},
+           "keys": {"kind": "uniform", "count": 100},
            "payload": {"size": {"kind": "fixed", "bytes": 64}}}
     fleet = ProducerFleet(out, supervisor, job)
     fleet.start(time.time() + 1.0)
