@@ -211,43 +211,41 @@ def test_read_once_in_order_with_connector_values_capped_batches_and_exact_rerun
 
 
 def test_fail_on_data_loss_true_fails_clearly_and_false_reports_the_lost_range_exactly(spark, emulator, tmp_path):
-    """Two queries side by side (one Spark session), each on its own hub: events 10..14 age out before either
-    query read them. failOnDataLoss=true fails naming the partition and the numbers; false goes on and its task
-    reports exactly the range age_out took from it."""
+    """Two queries (one Spark session), each on its own hub: events 10..14 age out before either query read them.
+    failOnDataLoss=true fails naming the partition and the numbers; false goes on and its task reports exactly the
+    range age_out took from it. Each query reads with availableNow, so none runs between the second sends and the
+    age-out (a running query could read 10..14 first, and then nothing would be lost)."""
     conn = emulator.connection_string()
+    options = {"strict": {}, "lenient": {"failOnDataLoss": "false", "harness.metricsPath": str(tmp_path / "m")}}
+
+    def read_all(hub: str):  # into a file sink: a query restarted from its checkpoint appends to it
+        return (stream(spark, conn, hub, **{"eventhubs.startingPosition": FROM_START, **options[hub]})
+                .writeStream.format("parquet").option("path", str(tmp_path / f"out-{hub}"))
+                .option("checkpointLocation", str(tmp_path / f"ck-{hub}")).trigger(availableNow=True).start())
+
     for hub in ("strict", "lenient"):
         send(conn, hub, "0", 10)
-    strict = (stream(spark, conn, "strict", **{"eventhubs.startingPosition": FROM_START})
-              .writeStream.format("memory").queryName("strict").option("checkpointLocation", str(tmp_path / "ck1"))
-              .start())
-    lenient = (stream(spark, conn, "lenient", **{"eventhubs.startingPosition": FROM_START, "failOnDataLoss": "false",
-                                                 "harness.metricsPath": str(tmp_path / "m")})
-               .writeStream.format("memory").queryName("lenient").option("checkpointLocation", str(tmp_path / "ck2"))
-               .start())
-    try:
-        strict.processAllAvailable()
-        lenient.processAllAvailable()
-        # take the partition from the lenient query's cached receiver (as a higher epoch would), so nothing
-        # prefetches the next events before they age out: its next task must open a new receiver at 10
-        assert emulator.steal("lenient", "0") >= 1
-        dropped = {}
-        for hub in ("strict", "lenient"):
-            send(conn, hub, "0", 10, prefix="second")
-            dropped[hub] = emulator.age_out(hub, "0", up_to_seq=14)
-        lenient.processAllAvailable()
-        with pytest.raises(Exception) as err:
-            strict.processAllAvailable()
-    finally:
-        strict.stop()
-        lenient.stop()
+        read_all(hub).awaitTermination(120)
+    dropped = {}
+    for hub in ("strict", "lenient"):
+        # take the partition from a receiver the source keeps cached (as a higher epoch would), so nothing
+        # prefetches the next events before they age out: the next task must open a new receiver at 10
+        emulator.steal(hub, "0")
+        send(conn, hub, "0", 10, prefix="second")
+        dropped[hub] = emulator.age_out(hub, "0", up_to_seq=14)
+    lenient = read_all("lenient")
+    assert lenient.awaitTermination(120) is not False and lenient.exception() is None
+    seqs = [r.sequenceNumber for r in spark.read.parquet(str(tmp_path / "out-lenient")).collect()]
+    strict = read_all("strict")
+    with pytest.raises(Exception) as err:
+        strict.awaitTermination(120)
     text = str(err.value)
     assert "failOnDataLoss" in text and "Partition 0" in text
     assert "starting sequence number 10" in text and "earliest retained sequence number 15" in text
 
     assert dropped == {"strict": 15, "lenient": 15}  # age_out dropped 0..14, of which the queries had read 0..9
     lost = (10, 15)
-    seqs = sorted(r.sequenceNumber for r in spark.sql("select sequenceNumber from lenient").collect())
-    assert seqs == [s for s in range(20) if not lost[0] <= s < lost[1]]
+    assert sorted(seqs) == [s for s in range(20) if not lost[0] <= s < lost[1]]
     with_loss = [r for r in task_records(tmp_path / "m") if r["lost_ranges"]]
     assert len(with_loss) == 1
     assert with_loss[0]["lost_ranges"] == [["0", *lost]]
