@@ -150,6 +150,7 @@ def _cmd_check(args) -> int:
     from harness import clocks
     from harness.config import validate_resolved
     from harness.runner import record
+    from harness.soak.checks import baseline_spec
     from harness.verdict import judge
 
     run_dir = Path(args.run_dir).resolve()
@@ -165,31 +166,15 @@ def _cmd_check(args) -> int:
     if args.skew_threshold_ms is not None and args.skew_threshold_ms < 0:
         raise InputError(f"--skew-threshold-ms {args.skew_threshold_ms}: must be 0 or more")
     scenario = validate_resolved(resolved, str(scenario_path))
-    baseline = _baseline(args, scenario)
+    if args.fail_on is not None and args.baseline is None:
+        raise InputError("--fail-on needs --baseline RUN_DIR")
+    baseline = baseline_spec(Path(args.baseline) if args.baseline else None, args.fail_on, scenario.soak)
     result, problems = record(judge(scenario, run_dir, state, args.skew_threshold_ms if args.skew_threshold_ms
                                     is not None else clocks.DEFAULT_THRESHOLD_MS), run_dir, baseline)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     print(_check_summary(result, run_dir))
     return 0 if result["verdict"] == "pass" else 1
-
-
-def _baseline(args, scenario) -> tuple[Path, str] | None:
-    """--baseline RUN_DIR with its thresholds (--fail-on, else the scenario's soak.baseline_fail_on, else the
-    soak's default), checked before anything is rewritten."""
-    from harness.config import SoakSpec
-    from reports.compare import parse_thresholds
-
-    if args.baseline is None:
-        if args.fail_on is not None:
-            raise InputError("--fail-on needs --baseline RUN_DIR")
-        return None
-    baseline = Path(args.baseline)
-    if not (baseline / "result.json").is_file():
-        raise InputError(f"--baseline {baseline}: no result.json there; give a run directory")
-    fail_on = args.fail_on if args.fail_on is not None else (scenario.soak or SoakSpec()).baseline_fail_on
-    parse_thresholds(fail_on)  # an unknown figure or a malformed amount: exit 2 before anything is rewritten
-    return baseline, fail_on
 
 
 def _check_summary(result: dict, run_dir: Path) -> str:

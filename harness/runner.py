@@ -73,6 +73,12 @@ def run_one(name_or_path: str, overrides: list[str] | None = None, out: Path | N
     (harness.commands.sweep), not the pipeline's: here the scenario runs once with its swept keys as written. A
     soak's random fault plan is drawn now and recorded (harness.soak.plan)."""
     scenario, path, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
+    return run_loaded(scenario, path, overrides, out, console)
+
+
+def run_loaded(scenario: Scenario, path: Path, overrides: list[str] | None = None, out: Path | None = None,
+               console: Console | None = None) -> RunOutcome:
+    """run_one for a scenario already loaded from `path` with `overrides`."""
     scenario = scenario.model_copy(update={"sweep": {}})
     if scenario.soak is not None:
         scenario = resolve_soak(scenario)

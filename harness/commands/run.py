@@ -7,13 +7,13 @@ from pathlib import Path
 from harness.commands.sweep import run_sweep
 from harness.config import load_scenario
 from harness.console import Console
-from harness.runner import RunOutcome, run_one
+from harness.runner import RunOutcome, run_loaded
 
 
 def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
         console: Console | None = None) -> RunOutcome:
-    scenario, _, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
+    scenario, path, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
     console = console or Console()
     if scenario.sweep:
         return run_sweep(scenario, name_or_path, list(overrides or []), out, console)
-    return run_one(name_or_path, overrides, out, console)
+    return run_loaded(scenario, path, overrides, out, console)

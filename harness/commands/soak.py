@@ -10,6 +10,7 @@ from harness.config import ConfigError, load_scenario
 from harness.console import Console
 from harness.runner import RunOutcome, run_scenario
 from harness.durations import cli_duration_s
+from harness.soak.checks import baseline_spec
 from harness.soak.plan import replayed, resolve
 
 
@@ -38,11 +39,8 @@ def soak(name: str, *, duration: str | None = None, seed: int | None = None, fai
         overrides = sets
     if fail_fast:
         scenario.soak.fail_fast = True  # type: ignore[union-attr]
-    if baseline is not None and not (Path(baseline) / "result.json").is_file():
-        raise ConfigError(f"--baseline {baseline}: no result.json there; give a run directory")
-    thresholds = fail_on if fail_on is not None else scenario.soak.baseline_fail_on  # type: ignore[union-attr]
     outcome = run_scenario(scenario, path, overrides, out, console,
-                           baseline=(Path(baseline), thresholds) if baseline is not None else None)
+                           baseline=baseline_spec(baseline, fail_on, scenario.soak))
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as f:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from harness.check import Check, status_of
 from harness.checkers.view import RunView
-from harness.config import SoakSpec
+from harness.config import ConfigError, SoakSpec
 from harness.jsonl import read_jsonl
-from reports.compare import compare
+from reports.compare import compare, parse_thresholds
 
 
 def live_checks(run_dir: Path, started_at: float | None) -> list[Check]:
@@ -39,6 +39,19 @@ def live_checks(run_dir: Path, started_at: float | None) -> list[Check]:
             detail = f"never judged in {len(seen)} evaluations: {seen[-1][1]['detail']}"
         out.append(Check(f"live_{name}", not failed, detail))
     return out
+
+
+def baseline_spec(baseline: Path | None, fail_on: str | None, soak: SoakSpec | None) -> tuple[Path, str] | None:
+    """`--baseline RUN_DIR` with its thresholds (`--fail-on`, else the scenario's soak.baseline_fail_on, else the
+    soak's default), checked before anything runs or is rewritten: a directory without result.json, or a threshold
+    harness compare cannot read, is bad input (exit 2)."""
+    if baseline is None:
+        return None
+    if not (Path(baseline) / "result.json").is_file():
+        raise ConfigError(f"--baseline {baseline}: no result.json there; give a run directory")
+    thresholds = fail_on if fail_on is not None else (soak or SoakSpec()).baseline_fail_on
+    parse_thresholds(thresholds)
+    return Path(baseline), thresholds
 
 
 def baseline_check(run_dir: Path, baseline: Path, fail_on: str) -> tuple[Check, dict]:
