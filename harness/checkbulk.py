@@ -297,6 +297,7 @@ class RangeResult:
     order: list = field(default_factory=list)  # order_stats
     latency: LatencyCounts | None = None  # the delivered events' latency (histsummary.summarize's counts)
     rows: Columns | None = None  # the delivered rows of the groups asked for (dirty order groups)
+    duplicate_commits: tuple[np.ndarray, np.ndarray] | None = None  # (commit ms, rows) of rows not a first delivery
 
 
 def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, latency: tuple | None,
@@ -305,6 +306,13 @@ def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, late
     order, in which a producer's rows stay the way it wrote them, which order_stats' quick path counts on)."""
     a, s = acks.read(lo, hi), sink.read(lo, hi)
     first = first_deliveries(s)
+    if len(first) < len(s["key"]) and groups is None:
+        again = np.ones(len(s["key"]), dtype=bool)
+        again[first] = False
+        dup_at, dup_n = np.unique(s["commit_ms"][again], return_counts=True)
+        dup = (dup_at, dup_n)
+    else:
+        dup = None
     fk = s["key"][first]
     ak = a["key"]
     pos = np.searchsorted(fk, ak)
@@ -315,6 +323,7 @@ def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, late
     matched[pos[hit]] = True
     out = RangeResult(_empty(ACK_SCHEMA) if hit.all() else _take(a, ~hit),
                       _empty(SINK_SCHEMA) if matched.all() else _take(s, first[~matched]))
+    out.duplicate_commits = dup
     if not hit.any():
         return out
     if not hit.all():

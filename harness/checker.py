@@ -42,6 +42,11 @@ class Reconciliation:
     unread: int = 0
     expected_lost_by_partition: dict[int, int] = field(default_factory=dict)
     pending: int = 0  # acked at or after settled_before_ms and not delivered yet: not judged (a soak's live check)
+    # for attributing to faults (harness.analysis.recovery): declared losses per Expectations.loss index, the
+    # undeclared lost events per ack second (epoch s), duplicate sink rows per commit time (ms, the bulk pass's)
+    expected_lost_by_range: dict[int, int] = field(default_factory=dict)
+    lost_by_ack_second: dict[int, int] = field(default_factory=dict)
+    duplicate_commits: dict[float, int] = field(default_factory=dict)
     latency: LatencySummary = field(default_factory=LatencySummary, repr=False)
 
     def counts(self) -> dict[str, int]:
@@ -130,23 +135,29 @@ def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float |
                                       off.replace('a."offset"', "a.a_off"))
     settled = "TRUE" if settled_before_ms is None else "ack_ms < ?::DOUBLE"
     sparams = [] if settled_before_ms is None else [float(settled_before_ms)]
-    ranges = pd.DataFrame([(r.partition, r.start, r.end, r.acked_before_ms) for r in expected.loss],
-                          columns=["partition", "lo", "hi", "before"]).astype(
-        {"partition": "int64", "lo": "int64", "hi": "int64", "before": "float64"})
+    ranges = pd.DataFrame([(i, r.partition, r.start, r.end, r.acked_before_ms) for i, r in enumerate(expected.loss)],
+                          columns=["idx", "partition", "lo", "hi", "before"]).astype(
+        {"idx": "int64", "partition": "int64", "lo": "int64", "hi": "int64", "before": "float64"})
     reached = pd.DataFrame(list((expected.read_up_to or {}).items()), columns=["partition", "reached"],
                            dtype="int64")
     unread = 'm."offset" >= coalesce(u.reached, 0)' if expected.read_up_to is not None else "false"
+    in_range = ('r.partition = m.partition AND m."offset" >= r.lo AND m."offset" < r.hi '
+                'AND (r.before IS NULL OR m.ack_ms < r.before)')
     con.register("_ranges", ranges)
     con.register("_reached", reached)
-    try:
-        rows = con.execute(f"""SELECT partition, count(*) FILTER (WHERE exp) AS expected,
+    try:  # the acked events not delivered: expected (in a declared range), unread, or lost
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _missing AS SELECT m.partition, m."offset", m.ack_ms,
+                EXISTS (SELECT 1 FROM _ranges r WHERE {in_range}) AS exp, {unread} AS unread
+            FROM (SELECT {part} AS partition, {off} AS "offset", a.ack_ms FROM pending_acks a {placed}
+                  WHERE {settled}) m LEFT JOIN _reached u USING (partition)""", sparams)
+        rows = con.execute("""SELECT partition, count(*) FILTER (WHERE exp) AS expected,
                 count(*) FILTER (WHERE NOT exp AND unread) AS unread, count(*) FILTER (WHERE NOT exp AND NOT unread)
-            FROM (SELECT m.partition, EXISTS (SELECT 1 FROM _ranges r WHERE r.partition = m.partition
-                      AND m."offset" >= r.lo AND m."offset" < r.hi AND (r.before IS NULL OR m.ack_ms < r.before)) AS exp,
-                  {unread} AS unread
-                  FROM (SELECT {part} AS partition, {off} AS "offset", a.ack_ms FROM pending_acks a {placed}
-                        WHERE {settled}) m LEFT JOIN _reached u USING (partition))
-            GROUP BY partition ORDER BY partition""", sparams).fetchall()
+            FROM _missing GROUP BY partition ORDER BY partition""").fetchall()
+        by_range = con.execute(f"""SELECT r.idx, count(*) FROM _missing m JOIN _ranges r ON {in_range}
+            GROUP BY r.idx""").fetchall()
+        by_second = con.execute("""SELECT floor(ack_ms / 1000.0)::BIGINT AS s, count(*) FROM _missing
+            WHERE NOT exp AND NOT unread GROUP BY s""").fetchall()
+        con.execute("DROP TABLE _missing")
     finally:
         con.unregister("_ranges")
         con.unregister("_reached")
@@ -161,6 +172,9 @@ def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float |
         sink_rows=store.sink_rows, failed_expected=failed_expected,
         lost_by_partition={int(r[0]): int(r[3]) for r in rows if r[3]},
         expected_lost_by_partition={int(r[0]): int(r[1]) for r in rows if r[1]},
+        expected_lost_by_range={int(i): int(n) for i, n in by_range},
+        lost_by_ack_second={int(t): int(n) for t, n in by_second},
+        duplicate_commits=dict(store.duplicate_commits),
         pending=0 if settled_before_ms is None else store.count("pending_acks", "ack_ms >= ?::DOUBLE", sparams))
 
 

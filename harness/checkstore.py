@@ -102,6 +102,9 @@ class CheckStore:
         self._failed: list[pa.Table] = []  # failed sends not inserted yet
         self._fresh = True  # no reconcile has left state yet: the next one is a bulk pass
         self._bulk: dict | None = None  # a bulk pass's results, while they are the state (else DuckDB's tables)
+        # duplicate sink rows per commit time (ms), as the bulk pass finds them (a fault's recovery attributes
+        # them: harness.analysis.recovery); later incremental reconciles (a soak's live checks) do not add to it
+        self.duplicate_commits: dict[float, int] = {}
 
     # ---------------------------------------------------------------------------------------------- ingestion
     def add_acks(self, batches: Iterable[pa.RecordBatch]) -> int:
@@ -281,6 +284,9 @@ class CheckStore:
             insert_lone(CHUNK_ROWS)
             result["delivered"] += r.delivered
             result["misplaced"] += r.misplaced
+            if r.duplicate_commits is not None:
+                for at, n in zip(*r.duplicate_commits):
+                    self.duplicate_commits[float(at)] = self.duplicate_commits.get(float(at), 0) + int(n)
             if r.latency is not None:
                 counts.merge(r.latency)
             order.merge(r.order)

@@ -10,6 +10,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from harness.check import counts_against, status_of
 from harness.errors import InputError
 from harness.jvm.artifacts import SetupError
 from harness.paths import SCENARIOS_DIR
@@ -21,8 +22,12 @@ def _cmd_run(args) -> int:
     from harness.console import Console
     from harness.commands.run import run
 
+    from harness.config import MAX_SWEEP_RUNS
+
+    if args.repeat is not None and not 1 <= args.repeat <= MAX_SWEEP_RUNS:
+        raise InputError(f"--repeat {args.repeat}: how many times to run the scenario, 1 to {MAX_SWEEP_RUNS}")
     outcome = run(args.scenario, args.set, Path(args.out) if args.out else None,
-                  Console(quiet=True if args.quiet else None))
+                  Console(quiet=True if args.quiet else None), repeat=args.repeat)
     return outcome.exit_code
 
 
@@ -181,8 +186,8 @@ def _check_summary(result: dict, run_dir: Path) -> str:
     lines = [f"{run_dir}: verdict {result['verdict'].upper()}"
              + (f" ({result.get('unjudged_reason')})" if result.get("unjudged_reason") else "")]
     for c in result.get("checks") or []:
-        if not c["ok"]:
-            lines.append(f"  failed {c['name']}: {c['detail']}")
+        if counts_against(c):
+            lines.append(f"  {'failed' if status_of(c) == 'fail' else 'unknown'} {c['name']}: {c['detail']}")
     clock = (result.get("producers") or {}).get("clocks")
     if clock:
         lines.append(f"clocks (threshold {clock['threshold_ms']:g} ms): {clock['note']}")
@@ -238,6 +243,8 @@ def parser() -> argparse.ArgumentParser:
                    help="override a scenario field (value parsed as TOML), repeatable")
     r.add_argument("--out", help="run directory (default runs/<UTC timestamp>-<scenario>)")
     r.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    r.add_argument("--repeat", type=int, metavar="N", help="run it N times (each sweep combination N times) into "
+                   "r1..rN: harness compare takes the spread across them as the noise")
     r.set_defaults(func=_cmd_run)
 
     from harness.commands import capacity as cap

@@ -153,6 +153,9 @@ class ChecksSpec(Strict):
     latency_p99_ms: float | None = Field(None, gt=0, description="fail when end-to-end p99 exceeds this")
     min_produce_ratio: float = Field(0.95, ge=0, le=1, description="achieved / target events at least this")
     max_pacer_skipped: int = Field(0, ge=0, description="scheduled events the pacer may skip (producer behind)")
+    sustained_not_required: str | None = Field(None, min_length=1, max_length=500, description=(
+        "why keeping up with the offered load is not this scenario's point (a backlog it builds on purpose): the "
+        "`sustained` check is then listed as not required"))
 
 
 class RandomFaults(Strict):
@@ -213,6 +216,22 @@ class Scenario(Strict):
     soak: SoakSpec | None = Field(None, description="[soak]: live checks, resources, disk budget (harness soak)")
     sweep: dict[str, list[Scalar]] = Field(default_factory=dict, description="[sweep]: dotted key -> values; "
                                            "`harness run` runs every combination (harness.commands.sweep)")
+    sweep_repeat: int = Field(1, ge=1, le=MAX_SWEEP_RUNS, description=(
+        "[sweep] repeat = N: each combination runs N times; harness compare takes the spread across them as the "
+        "noise (harness.commands.repeat)"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sweep_repeat(cls, data: Any) -> Any:
+        """`[sweep] repeat = N` is not a swept key: it says how often each combination runs."""
+        if isinstance(data, dict) and isinstance(data.get("sweep"), dict) and "repeat" in data["sweep"]:
+            sweep = dict(data["sweep"])
+            repeat = sweep.pop("repeat")
+            if isinstance(repeat, bool) or not isinstance(repeat, int):
+                raise ValueError(f"sweep.repeat = {str(repeat)[:80]!r}: how many times each combination runs, an "
+                                 f"integer from 1 to {MAX_SWEEP_RUNS}")
+            data = {**data, "sweep": sweep, "sweep_repeat": repeat}
+        return data
 
     @field_validator("sweep", mode="before")
     @classmethod
@@ -241,8 +260,9 @@ class Scenario(Strict):
             if len(set(map(repr, values))) != len(values):
                 raise ValueError(f"sweep.{key}: a value is listed twice")
             combinations *= len(values)
-        if combinations > MAX_SWEEP_RUNS:
-            raise ValueError(f"sweep: {combinations} combinations; at most {MAX_SWEEP_RUNS} runs in one sweep")
+        if combinations * self.sweep_repeat > MAX_SWEEP_RUNS:
+            times = f" x {self.sweep_repeat} repeats" if self.sweep_repeat > 1 else ""
+            raise ValueError(f"sweep: {combinations} combinations{times}; at most {MAX_SWEEP_RUNS} runs in one sweep")
         return self
 
     @model_validator(mode="after")

@@ -10,6 +10,8 @@ from rich.console import Console as RichConsole
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from harness.check import status_of
+
 
 def is_quiet() -> bool:
     return bool(os.environ.get("CI")) or not sys.stdout.isatty()
@@ -71,7 +73,8 @@ class Console:
         table.add_column("ok")
         table.add_column("detail", overflow="fold")
         for check in result["checks"]:
-            mark = {True: "[green]yes[/green]", False: "[red]NO[/red]"}.get(check["ok"], "[yellow]unknown[/yellow]")
+            mark = {"pass": "[green]yes[/green]", "fail": "[red]NO[/red]", "unknown": "[yellow]unknown[/yellow]",
+                    "not required": "[dim]not required[/dim]"}[status_of(check)]
             table.add_row(check["name"], mark, check["detail"])
         self.rich.print(table)
         if result.get("unjudged_reason"):
@@ -88,7 +91,18 @@ class Console:
                       + (f", ended with {q.get('error_class') or 'an error'}" if q.get("error") else ""))
         self.info(f"throughput: produce {thr['produce_eps']:,.0f} ev/s (target {thr['target_eps']:,.0f}), "
                   f"Spark {thr['process_rps']:,.0f} rows/s over {result['batches']} batches")
-        self.info("end-to-end latency ms: " + "  ".join(f"{k} {v:,.1f}" for k, v in lat.items()))
+        steady, start = result.get("steady") or {}, result.get("startup") or {}
+        self.info("end-to-end latency ms" + (f" (steady from {steady['from_s']:.0f} s)" if steady else "") + ": "
+                  + "  ".join(f"{k} {v:,.1f}" for k, v in lat.items()))
+        if start.get("first_data_batch_from_run_start_s") is not None:
+            self.info(f"start-up: first data batch {start['first_data_batch_from_run_start_s']:.1f} s after the run "
+                      f"started; cold part p99 {(start.get('cold_latency_ms') or {}).get('p99', 0):,.0f} ms")
+        for r in result.get("recovery") or []:
+            self.info(f"recovery {r['kind']}#{r['n']}: " + (f"back in {r['time_to_recover_s']:.1f} s" if r["recovered"]
+                                                            else "lag not back in its band")
+                      + (f", first data batch after {r['first_data_batch_after_s']:.1f} s"
+                         if r.get("first_data_batch_after_s") is not None else "")
+                      + (f", backlog peak {r['backlog_peak_events']:,.0f}" if r.get("backlog_peak_events") else ""))
         html = run_dir / "report.html"
         size = f" ({html.stat().st_size / 1e6:.2f} MB)" if html.exists() else ""
         self.info(f"report: {run_dir}/report.html{size}, report.md   result: {run_dir}/result.json")

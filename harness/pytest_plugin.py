@@ -78,7 +78,7 @@ class HarnessRun(RunResult):
 
     @property
     def failed_checks(self) -> list:
-        return [c for c in self.checks if not c.ok]
+        return [c for c in self.checks if c.counts_against]
 
     @property
     def report_paths(self) -> list[Path]:
@@ -94,7 +94,7 @@ class HarnessRun(RunResult):
 def failure_message(result: RunResult) -> str:
     """The verdict, each failed check with its detail, why the run could not be judged, and where to look."""
     lines = [f"harness run {result.scenario!r} on {result.backend}: verdict {result.verdict.upper()}"]
-    failed = [c for c in result.checks if not c.ok]
+    failed = [c for c in result.checks if c.counts_against]
     if failed:
         lines.append(f"failed checks ({len(failed)} of {len(result.checks)}):")
         lines += [f"  - {c.name}: {c.detail}" for c in failed]

@@ -10,18 +10,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.check import counts_against
+
 SCHEMA_VERSION = 2
 
 
 class CheckResult(BaseModel):
     """One check as harness.check.Check records it: `ok` None (status "unknown") is a check that could not be
-    judged; it fails the verdict like a failed one, and says so."""
+    judged; it fails the verdict like a failed one, and says so. Status "not required": a check the scenario
+    does not ask for (listed with its figures, never deciding the verdict). The other figures a check was judged
+    on (harness.check.Check.figures) are kept as they are."""
+    model_config = ConfigDict(extra="allow")
+
     name: str
     ok: bool | None
     detail: str
-    status: Literal["pass", "fail", "unknown"] | None = None  # None: written before status was
+    status: Literal["pass", "fail", "unknown", "not required"] | None = None  # None: written before status was
     value: float | None = None
     limit: float | None = None
+
+    @property
+    def counts_against(self) -> bool:
+        """Failed or unknown: keeps the run from passing."""
+        return counts_against(self.model_dump())
 
 
 class Counts(BaseModel):
@@ -93,7 +104,8 @@ class RunResult(BaseModel):
     expected_lost_by_partition: dict[str, int] = Field(default_factory=dict)
     lost_by_partition: dict[str, int] = Field(default_factory=dict)
     throughput: Throughput = Field(default_factory=Throughput)
-    latency_ms: Percentiles = Field(default_factory=Percentiles)
+    latency_ms: Percentiles = Field(default_factory=Percentiles)  # the steady part's (`steady`): the headline
+    latency_measured_ms: Percentiles = Field(default_factory=Percentiles)  # the whole measured window's
     publish_delay_ms: Percentiles = Field(default_factory=Percentiles)
     batches: int = 0
     batch_stats: dict[str, Any] = Field(default_factory=dict)
@@ -110,6 +122,10 @@ class RunResult(BaseModel):
     resources: dict[str, Any] = Field(default_factory=dict)  # every process's RSS/CPU/fds/threads, disk, leaks
     latency_windows: list[dict[str, float]] = Field(default_factory=list)  # per tenth of the window: noise
     warmup: dict[str, Any] = Field(default_factory=dict)  # producers.warmup_s: its events' figures, kept apart
+    steady: dict[str, Any] = Field(default_factory=dict)  # where the steady state begins (harness.analysis.steady)
+    startup: dict[str, Any] = Field(default_factory=dict)  # time to the first data batch, the cold part's latency
+    sustain: dict[str, Any] = Field(default_factory=dict)  # lag trend, processed vs offered, batch p50 (sustained)
+    recovery: list[dict[str, Any]] = Field(default_factory=list)  # per injected fault (harness.analysis.recovery)
     backend_info: dict[str, Any] = Field(default_factory=dict)
     end_offsets: dict[str, int] = Field(default_factory=dict)
     run_dir: str = ""

@@ -60,9 +60,26 @@ def batch_log(sink: Path) -> list[tuple[int, float, list[str]]]:
             if rec.get("action", "add") != "add" or rec["path"] in seen:
                 continue
             seen.add(rec["path"])
-            files.append(rec["path"])
+            files.append(relocated(rec["path"], sink))
         out.append((batch_id, recorded[batch_id] if batch_id in recorded else f.stat().st_mtime * 1000.0, files))
     return out
+
+
+def relocated(path: str, sink: Path) -> str:
+    """A data file the log names, where it is now: Spark's log keeps absolute paths, so a run directory copied or
+    moved elsewhere finds its files by their path below the sink (the longest tail of the recorded path that
+    exists under `sink`, partition directories included). A path outside the local file system is kept."""
+    if urlparse(path).scheme not in ("file", ""):
+        return path
+    local = local_path(path)
+    if Path(local).exists():
+        return path
+    parts = Path(local).parts
+    for i in range(1, len(parts)):  # the longest tail first
+        candidate = sink.joinpath(*parts[i:])
+        if candidate.exists():
+            return str(candidate)
+    return path
 
 
 def local_path(path: str) -> str:

@@ -21,7 +21,7 @@ from harness.analysis.progress import batch_stats, epoch_s
 from harness.analysis.series import build_series
 from harness.analysis.spark_tasks import placement_summary, placement_tasks
 from harness.check import Check, verdict_of
-from harness.checkers import Checker, batch_cap, events, faults, oracle, run as run_checks, source
+from harness.checkers import Checker, batch_cap, events, faults, oracle, run as run_checks, source, sustained
 from harness.checkers.view import RunView, Unjudgeable, read_faults, read_run
 from harness.config import Scenario
 from harness.jsonl import read_jsonl
@@ -32,7 +32,8 @@ from harness.soak.checks import soak
 
 # the verdict, in the order result.json lists its checks
 CHECKERS: tuple[Checker, ...] = (
-    run_checks.completed, events.drained, oracle.oracle, events.sends, events.latency, events.producers_reported,
+    run_checks.completed, events.drained, oracle.oracle, events.sends, events.latency, sustained.sustained,
+    events.producers_reported,
     faults.faults_applied, faults.expected_failure, faults.query_recovered, batch_cap.batch_cap, source.source,
     soak)
 
@@ -88,7 +89,13 @@ def fill_figures(result: RunResult, run: RunView) -> None:
                      "unacked_at_exit": run.producers.get("unacked_at_exit", 0)}
     result.lost_by_partition = {str(k): v for k, v in rec.lost_by_partition.items()}
     result.expected_lost_by_partition = {str(k): v for k, v in rec.expected_lost_by_partition.items()}
-    result.latency_ms = summary.latency.percentiles()  # type: ignore[assignment]
+    result.latency_measured_ms = summary.latency.percentiles()  # type: ignore[assignment]
+    perf = run.performance
+    # the headline: the steady part of the measured window (harness.analysis.steady)
+    result.latency_ms = (perf.latency if perf else summary.latency).percentiles()  # type: ignore[assignment]
+    if perf:
+        result.steady, result.startup = perf.steady, perf.startup
+        result.sustain, result.recovery = perf.sustain, perf.recovery
     result.publish_delay_ms = summary.publish_delay.percentiles()  # type: ignore[assignment]
     warmup, duration = s.producers.warmup_s, s.producers.duration_s
     if run.measured_from_ms is not None:
@@ -109,9 +116,9 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     result.resources = run.resources
     progress = run.progress
     result.batches = len({p.get("batchId") for p in progress})  # a batch re-run after a restart counts once
-    result.batch_stats = batches = batch_stats(progress if run.measured_from_ms is None else
-                                               [p for p in progress if "timestamp" in p
-                                                and epoch_s(p["timestamp"]) >= run.measured_from_ms / 1000.0])
+    steady_from = run.t0 + perf.steady["from_s"] if perf else (run.measured_from_ms or 0.0) / 1000.0
+    result.batch_stats = batches = batch_stats([p for p in progress if "timestamp" in p
+                                                and epoch_s(p["timestamp"]) >= steady_from])
     lag_samples = read_jsonl(run_dir / "lag.jsonl")
     result.lag_events = lag_summary(lag_series(lag_samples, progress))
     rate = run.rate

@@ -22,7 +22,7 @@ RC = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.sp
       "font.family": ["DejaVu Sans", "sans-serif"]}
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
-FAULT_COLOR, WARMUP_COLOR = "#d62728", "#7f7f7f"
+FAULT_COLOR, WARMUP_COLOR, STEADY_COLOR = "#d62728", "#7f7f7f", "#2e7d32"
 MARGIN_IN = (0.85, 1.75, 0.3, 0.55)  # left, right, top, bottom
 
 
@@ -86,6 +86,25 @@ def shade_faults(axes, spans: list[tuple[float, float | None, str]], warmup_s: f
             if i == 0:
                 ax.annotate(label, (x0, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color=FAULT_COLOR,
                             va="bottom", rotation=0)
+
+
+def mark_performance(axes, result: dict) -> None:
+    """Where the steady state began (a dashed line, when start-up was cut) and where each fault's recovery came
+    (a dotted line in the fault's colour, 'back +Xs'), on a chart over the run's time."""
+    steady = result.get("steady") or {}
+    for i, ax in enumerate(axes):
+        if steady.get("from_s", 0.0) > steady.get("measured_from_s", 0.0):
+            ax.axvline(steady["from_s"], color=STEADY_COLOR, lw=1, ls="--", alpha=0.8)
+            if i == 0:
+                ax.annotate("steady", (steady["from_s"], 0.0), xycoords=("data", "axes fraction"), fontsize=7,
+                            color=STEADY_COLOR, va="bottom")
+        for r in result.get("recovery") or []:
+            if r.get("recovered_s") is None:
+                continue
+            ax.axvline(r["recovered_s"], color=FAULT_COLOR, lw=1, ls=":", alpha=0.8)
+            if i == 0:
+                ax.annotate(f"back +{r['time_to_recover_s']:.0f}s", (r["recovered_s"], 0.93),
+                            xycoords=("data", "axes fraction"), fontsize=7, color=FAULT_COLOR, va="bottom")
 
 
 def ms_axis(ax) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from harness.check import counts_against, status_of
+
 
 def junit_xml(result: dict[str, Any]) -> str:
     """A run is a test suite; each check a test case (failed, or unknown: <failure>, an unknown one's message
@@ -12,18 +14,21 @@ def junit_xml(result: dict[str, Any]) -> str:
     name = f"harness.{result.get('scenario', 'run')}"
     checks = result.get("checks") or []
     unjudged = result.get("verdict") == "unjudged"
-    failures = sum(1 for c in checks if not c["ok"])
+    failures = sum(1 for c in checks if counts_against(c))
+    skipped = sum(1 for c in checks if status_of(c) == "not required")
     suites = ET.Element("testsuites")
     suite = ET.SubElement(suites, "testsuite", name=name, tests=str(len(checks) + unjudged),
-                          failures=str(failures), errors=str(int(unjudged)), skipped="0",
+                          failures=str(failures), errors=str(int(unjudged)), skipped=str(skipped),
                           time=f"{float(result.get('duration_s') or 0.0):.3f}")
     props = ET.SubElement(suite, "properties")
     for key in ("verdict", "run_dir", "backend"):
         ET.SubElement(props, "property", name=key, value=str(result.get(key, "")))
     for check in checks:
         case = ET.SubElement(suite, "testcase", classname=name, name=check["name"], time="0")
-        if not check["ok"]:
-            unknown = check["ok"] is None
+        if status_of(check) == "not required":
+            ET.SubElement(case, "skipped", message=_one_line(check["detail"]))
+        elif counts_against(check):
+            unknown = status_of(check) == "unknown"
             ET.SubElement(case, "failure", message=_one_line(("unknown: " if unknown else "") + check["detail"]),
                           type="unknown" if unknown else "check").text = check["detail"]
         else:
@@ -46,7 +51,7 @@ def summary_markdown(result: dict[str, Any], baseline: dict | None = None) -> st
     mark = {"pass": "✅", "fail": "❌"}.get(verdict, "⚠️")
     c, lat, thr = result.get("counts", {}), result.get("latency_ms", {}), result.get("throughput", {})
     checks = result.get("checks") or []
-    failed = [ch for ch in checks if not ch["ok"]]
+    failed = [ch for ch in checks if counts_against(ch)]
     lines = [f"## {mark} `{result.get('scenario')}` on {result.get('backend')}: {verdict.upper()}", ""]
     if verdict == "unjudged":
         lines += [f"**Could not be judged:** {result.get('unjudged_reason')}", ""]

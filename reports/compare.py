@@ -1,10 +1,22 @@
 """Runs side by side: key figures, their change against a baseline, and whether that change is beyond the noise.
 
-Noise comes from each run's own spread, never from a fixed guess where the run can tell: latency percentiles
-from the same percentile in the run's time windows (`latency_windows` in result.json), Spark's throughput from
-its batches (progress.jsonl). A change is `same` while it stays within twice the combined standard error (plus
-1% of the baseline, for figures that barely move); otherwise `better` or `worse` in the figure's own direction.
-A figure without samples gets a 5% band, and says so. A pure function of the run directories.
+**A run or its repeats.** A directory `harness run --repeat N` wrote (repeat.json), or the runs of one
+combination of a sweep with `repeat = N`, stands for one configuration: its figure is the mean of its repeats'.
+
+**Noise.** With at least MIN_SAMPLES repeats on a side, the spread across repeats (their standard deviation over
+the square root of their number: the standard error of the mean); otherwise the run's own steady windows:
+latency percentiles per tenth of the measured window from where its steady state began
+(`latency_windows`, `steady` in result.json), Spark's throughput and batch time per batch of the steady part
+(progress.jsonl), lag per 5 s of its steady window (lag.jsonl), each fault's recovery (result.json `recovery`: a
+run with three kills has three samples of its time to recover). The band is twice the two sides' combined
+standard error plus 1% of the baseline (figures that barely move).
+
+**Verdicts.** `better` or `worse` (in the figure's own direction) when the change is beyond the band; `same`
+within it; `cannot tell` when a side has fewer than MIN_SAMPLES samples, or the band is wider than MAX_BAND of the
+baseline (a change hidden in that much noise is not "same"); `setting` for a figure a setting decides (the
+offered rate when the runs were asked for different rates). Counts (lost, duplicates, consumers and receivers
+created) are exact: any change is one. The band is shown beside every change. A pure function of the run
+directories.
 """
 from __future__ import annotations
 
@@ -17,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.lag import lag_series
+from harness.analysis.progress import epoch_s
 from harness.errors import InputError
 from harness.jsonl import read_jsonl
 
@@ -29,7 +43,9 @@ FIGURES: dict[str, tuple[str, bool]] = {
     "p99": ("end-to-end latency p99, ms", True),
     "max": ("end-to-end latency max, ms", True),
     "batch_p50_ms": ("batch duration p50, ms", True),
-    "max_lag": ("largest consumer lag, events", True),
+    "max_lag": ("largest consumer lag in the steady window, events", True),
+    "time_to_recover_s": ("seconds until a fault's lag was back in its band (mean over the faults)", True),
+    "drain_eps": ("backlog drained per second after a fault (net, mean over the faults)", False),
     "lost": ("events lost", True),
     "duplicates": ("duplicate deliveries", True),
     "consumers_created": ("Kafka consumers the executors created (backend.proxy)", True),
@@ -37,7 +53,9 @@ FIGURES: dict[str, tuple[str, bool]] = {
 }
 COUNTS = ("lost", "duplicates", "consumers_created", "receivers_created")  # exact: any change is a change
 RELATIVE_FLOOR = 0.01
-UNKNOWN_NOISE = 0.05
+MIN_SAMPLES = 3
+MAX_BAND = 0.25
+LAG_WINDOW_S = 5.0
 
 
 class CompareError(InputError):
@@ -53,20 +71,41 @@ class Run:
     samples: dict[str, list[float]]  # figure -> per-window / per-batch values (noise)
     settings: dict[str, Any] = field(default_factory=dict)  # the resolved scenario, dotted keys
     varied: set[str] = field(default_factory=set)  # the keys its `--set` overrides (or its sweep) gave
+    repeats: list[Run] = field(default_factory=list)  # the runs it stands for, when repeated
 
     def figure(self, name: str) -> float | None:
+        if self.repeats:
+            values = [v for r in self.repeats if (v := r.figure(name)) is not None]
+            return float(np.mean(values)) if values else None
         return figure(self.result, name)
+
+    def noise(self, name: str) -> tuple[list[float], str]:
+        """The samples its noise is measured from, and what they are."""
+        if len(self.repeats) >= MIN_SAMPLES:
+            return [v for r in self.repeats if (v := r.figure(name)) is not None], "repeats"
+        if self.repeats:  # too few repeats: each one's own windows pooled
+            return [v for r in self.repeats for v in r.samples.get(name, [])], "steady windows"
+        return self.samples.get(name, []), "steady windows"
+
+
+def recovery_values(result: dict, key: str) -> list[float]:
+    """A recovery figure of each fault that has it (result.json `recovery`)."""
+    return [float(r[key]) for r in result.get("recovery") or [] if r.get(key) is not None]
 
 
 def figure(result: dict, name: str) -> float | None:
     """One of FIGURES from a run's result.json (None when the run has no such figure)."""
     r = result
+    if name in ("time_to_recover_s", "drain_eps"):
+        values = recovery_values(r, name)
+        return float(np.mean(values)) if values else None
     value = {
         "process_rps": (r.get("throughput") or {}).get("process_rps"),
         "produce_eps": (r.get("throughput") or {}).get("produce_eps"),
         "batch_p50_ms": ((((r.get("batch_stats") or {}).get("duration_ms") or {}).get("triggerExecution")
                           or {}).get("p50")),
-        "max_lag": (r.get("lag_events") or {}).get("max"),
+        "max_lag": (((r.get("sustain") or {}).get("lag") or {}).get("max_lag")
+                    if r.get("sustain") else (r.get("lag_events") or {}).get("max")),
         "lost": (r.get("counts") or {}).get("lost"),
         "duplicates": (r.get("counts") or {}).get("duplicates"),
         "consumers_created": (r.get("consumers") or {}).get("created"),
@@ -76,6 +115,18 @@ def figure(result: dict, name: str) -> float | None:
 
 
 def load_run(path: Path) -> Run:
+    """One run directory, or a repeat set (repeat.json) standing for its repeats."""
+    repeat = path / "repeat.json"
+    if repeat.is_file():
+        try:
+            members = [load_run(path / r["run_dir"]) for r in json.loads(repeat.read_text())["runs"]]
+        except (OSError, ValueError, KeyError) as exc:
+            raise CompareError(f"{repeat}: not a repeat summary: {exc}") from None
+        if not members:
+            raise CompareError(f"{repeat}: no run finished")
+        first = members[0]
+        return Run(path, path.name, {**first.result, "verdict": _worst(m.result.get("verdict") for m in members)},
+                   {}, first.settings, first.varied, members)
     result_path = path / "result.json"
     try:
         result = json.loads(result_path.read_text(encoding="utf-8"))
@@ -83,19 +134,49 @@ def load_run(path: Path) -> Run:
         raise CompareError(f"{path}: no result.json (not a run directory; a sweep's runs are its subdirectories)")
     except (OSError, ValueError) as exc:
         raise CompareError(f"{result_path}: not readable JSON: {exc}") from None
+    return Run(path, path.name, result, steady_samples(path, result), resolved_settings(path),
+               {o.partition("=")[0].strip() for o in _overrides(path)})
+
+
+def _worst(verdicts) -> str:
+    verdicts = list(verdicts)
+    return next((v for v in ("unjudged", "fail") if v in verdicts), "pass")
+
+
+def steady_samples(path: Path, result: dict) -> dict[str, list[float]]:
+    """Per figure, the run's own samples of its steady part (the module's noise)."""
+    steady = result.get("steady") or {}
+    t0 = steady.get("t0")
+    start = (t0 + steady.get("from_s", 0.0)) if t0 is not None else None
     samples: dict[str, list[float]] = {}
+    windows = [w for w in result.get("latency_windows") or []
+               if start is None or w.get("from_ms", 0.0) >= start * 1000.0 - 1.0]
     for key in ("p50", "p90", "p99", "max"):
-        values = [w[key] for w in result.get("latency_windows") or [] if key in w]
+        values = [w[key] for w in windows if key in w]
         if len(values) > 1:
             samples[key] = values
-    batches = [p for p in read_jsonl(path / "progress.jsonl") if p.get("numInputRows", 0) > 0
-               and (p.get("durationMs") or {}).get("triggerExecution")]
+    progress = read_jsonl(path / "progress.jsonl")
+    batches = [p for p in progress if p.get("numInputRows", 0) > 0
+               and (p.get("durationMs") or {}).get("triggerExecution")
+               and (start is None or ("timestamp" in p and epoch_s(p["timestamp"]) >= start))]
     if len(batches) > 1:
         samples["process_rps"] = [p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000.0)
                                   for p in batches]
         samples["batch_p50_ms"] = [float(p["durationMs"]["triggerExecution"]) for p in batches]
-    return Run(path, path.name, result, samples, resolved_settings(path),
-               {o.partition("=")[0].strip() for o in _overrides(path)})
+    for key in ("time_to_recover_s", "drain_eps"):  # each fault one sample
+        if len(recovery_values(result, key)) > 1:
+            samples[key] = recovery_values(result, key)
+    window = (result.get("sustain") or {}).get("window")
+    if window:
+        lag = [(s["t"], s["lag"]) for s in lag_series(read_jsonl(path / "lag.jsonl"), progress)
+               if window[0] <= s["t"] <= window[1]]
+        bins: dict[int, float] = {}
+        for t, v in lag:
+            k = int((t - window[0]) // LAG_WINDOW_S)
+            bins[k] = max(bins.get(k, 0.0), float(v))
+        if len(bins) > 1:
+            samples["max_lag"] = list(bins.values())
+    return samples
 
 
 def _overrides(path: Path) -> list[str]:
@@ -106,7 +187,7 @@ def _overrides(path: Path) -> list[str]:
     return [o for o in overrides if o != "sweep={}"]  # runs recorded before sweeps stopped passing it
 
 
-NOT_SETTINGS = ("description", "sweep")  # words, and the sweep table each of its runs had cleared
+NOT_SETTINGS = ("description", "sweep", "sweep_repeat")  # words, and the sweep table each of its runs had cleared
 
 
 def resolved_settings(path: Path) -> dict[str, Any]:
@@ -177,31 +258,36 @@ def _target_differs(base: Run, run: Run) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ comparing
-def _standard_error(values: list[float] | None) -> float | None:
-    if not values or len(values) < 2:
-        return None
+def _standard_error(values: list[float]) -> float:
     return float(np.std(values, ddof=1) / math.sqrt(len(values)))
 
 
 def judge_change(name: str, base: Run, run: Run) -> dict[str, Any]:
     a, b = base.figure(name), run.figure(name)
     if a is None or b is None:
-        return {"base": a, "value": b, "delta": None, "change": None, "verdict": "n/a", "noise": None}
+        return {"base": a, "value": b, "delta": None, "change": None, "verdict": "n/a", "noise": None,
+                "noise_basis": None}
     lower_better = FIGURES[name][1]
     delta = b - a
-    se_a, se_b = _standard_error(base.samples.get(name)), _standard_error(run.samples.get(name))
-    if se_a is not None and se_b is not None:
-        band, basis = 2.0 * math.hypot(se_a, se_b) + RELATIVE_FLOOR * abs(a), "measured"
-    else:
-        band, basis = UNKNOWN_NOISE * abs(a), "assumed 5%"
+    out = {"base": a, "value": b, "delta": delta, "change": None if a == 0 else delta / abs(a)}
     if name in COUNTS:
-        band, basis = 0.0, "exact"
-    if abs(delta) <= band:
-        verdict = "same"
-    else:
+        return {**out, "verdict": "same" if delta == 0 else "better" if (delta < 0) == lower_better else "worse",
+                "noise": 0.0, "noise_basis": "exact"}
+    (sa, basis_a), (sb, basis_b) = base.noise(name), run.noise(name)
+    basis = basis_a if basis_a == basis_b else f"{basis_a} / {basis_b}"
+    n = min(len(sa), len(sb))
+    if n < MIN_SAMPLES:
+        return {**out, "verdict": "same" if delta == 0 else "cannot tell", "noise": None,
+                "noise_basis": f"{basis}: {len(sa)} and {len(sb)} samples, need {MIN_SAMPLES} each", "samples": n}
+    band = 2.0 * math.hypot(_standard_error(sa), _standard_error(sb)) + RELATIVE_FLOOR * abs(a)
+    if abs(delta) > band:
         verdict = "better" if (delta < 0) == lower_better else "worse"
-    return {"base": a, "value": b, "delta": delta, "change": None if a == 0 else delta / abs(a),
-            "verdict": verdict, "noise": band, "noise_basis": basis}
+    elif band > MAX_BAND * abs(a):
+        verdict = "cannot tell"
+    else:
+        verdict = "same"
+    return {**out, "verdict": verdict, "noise": band, "noise_basis": f"{basis} (n={len(sa)}, {len(sb)})",
+            "samples": n}
 
 
 THRESHOLD = re.compile(r"^\s*([a-z0-9_]+)\s*=\s*([+-])\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
@@ -258,6 +344,15 @@ def compare(paths: list[Path], baseline: Path | None = None, fail_on: str = "") 
             "settings": {**settings, "warning": settings_warning(settings)}}
 
 
+VERDICTS_TEXT = ("Each figure: the run's value (the mean of its repeats, for a repeated run), its change against the "
+                 "baseline beside the noise band it was judged against, and the verdict: better or worse beyond the "
+                 "band; same within it; cannot tell with fewer than 3 samples a side or a band wider than 25% of the "
+                 "baseline; setting = the runs were asked for different rates, so the rate produced is what "
+                 "differs, not a result. The band is twice the combined standard error of both sides (across "
+                 "repeats when there are 3 or more, else over the run's own steady windows and batches) plus 1% "
+                 "of the baseline; counts are exact.")
+
+
 def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
@@ -271,6 +366,15 @@ def _fmt_change(change: dict) -> str:
         return "-"
     rel = "" if change["change"] is None else f" ({100 * change['change']:+.1f}%)"
     return f"{change['delta']:+,.1f}{rel}"
+
+
+def _fmt_band(change: dict) -> str:
+    """The noise band a change was judged against, beside it."""
+    if change.get("noise_basis") == "exact":
+        return "exact"
+    if change.get("noise") is None:
+        return "no band" if change["delta"] is None else f"no band: {change.get('noise_basis')}"
+    return f"±{_fmt(change['noise'])}"
 
 
 def _value(value: Any) -> str:
@@ -295,16 +399,15 @@ def settings_markdown(summary: dict) -> list[str]:
 def compare_markdown(summary: dict) -> str:
     base = summary["baseline"]
     lines = [f"# Comparison against {base['label']} ({base['verdict']})", ""] + settings_markdown(summary) + [
-             "Each figure: the run's value, its change against the baseline, and the verdict (same = within the "
-             "noise measured from both runs' own windows and batches; setting = the runs were asked for different "
-             "rates, so the rate produced is what differs, not a result).", ""]
+             VERDICTS_TEXT, ""]
     head = ["figure", "baseline"] + [r["label"] for r in summary["runs"]]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, (what, _) in FIGURES.items():
         cells = [f"{name} ({what})", _fmt(base["figures"][name])]
         for r in summary["runs"]:
             c = r["changes"][name]
-            cells.append("-" if c["value"] is None else f"{_fmt(c['value'])} ({_fmt_change(c)}, **{c['verdict']}**)")
+            cells.append("-" if c["value"] is None else
+                         f"{_fmt(c['value'])} ({_fmt_change(c)} {_fmt_band(c)}, **{c['verdict']}**)")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Runs (their own verdicts; the settings given on top of their scenario):", ""]
     lines += [f"- {r['label']}: {r['verdict']}; {', '.join(_overrides(Path(r['run']))) or 'no overrides'}"
@@ -313,3 +416,14 @@ def compare_markdown(summary: dict) -> str:
         lines += ["", f"Thresholds `{summary['fail_on']}`: " + ("; ".join(summary["failures"])
                                                                   if summary["failures"] else "none crossed")]
     return "\n".join(lines) + "\n"
+
+
+def recommended_line(summary: dict) -> str:
+    """A sweep's answer in one line (harness.commands.sweep.recommend)."""
+    rec = summary.get("recommended")
+    if not rec:
+        return "recommended: none (no combination passed: none sustained the load with nothing lost)"
+    values = ", ".join(f"{k}={_fmt(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else _value(v)}"
+                       for k, v in rec["values"].items())
+    return (f"recommended: {values} (p99 {_fmt(rec['latency_p99_ms'])} ms, {_fmt(rec['process_rps'])} rows/s; "
+            f"{rec['why']}; runs: {rec['run_dir']})")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.charts import COLORS, Chart, ms_axis, nines, nines_axis, thousands
-from reports.compare import FIGURES, _fmt, _fmt_change, _overrides, _value
+from reports.compare import (FIGURES, VERDICTS_TEXT, _fmt, _fmt_band, _fmt_change, _overrides, _value,
+                             recommended_line)
 from reports.html import CSS, _table
 from harness.analysis.series import dense_seconds
 
@@ -23,7 +24,8 @@ SWEPT = (("process_rps", "Spark rows/s of busy batch time", False), ("latency_p9
          ("batch_p50_ms", "batch duration p50", True), ("task_spread", "slowest task / median", False),
          ("consumers_created", "consumers created", False), ("receivers_created", "receivers created", False),
          ("rate_limited_batches", "batches capped by the rate limit", False))
-VERDICT_COLOR = {"better": "#2e7d32", "worse": "#c62828", "same": "#555", "n/a": "#999", "setting": "#555"}
+VERDICT_COLOR = {"better": "#2e7d32", "worse": "#c62828", "same": "#555", "n/a": "#999", "setting": "#555",
+                 "cannot tell": "#b26a00"}
 
 
 def _series(run_dir: Path) -> dict:
@@ -81,6 +83,7 @@ def swept_charts(sweep: dict) -> list[Chart]:
     """Key figures against the swept setting (the key with the most values on x; one line per combination of
     the others)."""
     runs, keys = sweep.get("runs") or [], sweep.get("keys") or []
+    recommended = sweep.get("recommended")
     if not runs or not keys:
         return []
     x_key = max(keys, key=lambda k: len({json.dumps(r["values"].get(k)) for r in runs}))
@@ -97,7 +100,8 @@ def swept_charts(sweep: dict) -> list[Chart]:
         if not any(r.get(key) is not None for r in runs):
             continue
         c = Chart(f"fig-swept-{key.replace('_', '-')}", f"{title} against {x_key}",
-                  "One point a run; a hollow point is a run that failed a check.", height=2.6)
+                  "One point a combination (the mean of its repeats); a hollow point failed a check (did not "
+                  "keep up, or worse); the star is the recommended setting.", height=2.6)
         for i, (name, members) in enumerate(lines.items()):
             pts = sorted(((pos[json.dumps(r["values"][x_key])], r[key], r.get("verdict")) for r in members
                           if r.get(key) is not None), key=lambda p: p[0])
@@ -108,13 +112,17 @@ def swept_charts(sweep: dict) -> list[Chart]:
                    len(pts))
             for x, y, verdict in pts:
                 c.ax.plot([x], [y], "o", ms=6, color=color, mfc=color if verdict == "pass" else "white")
+            best = next((r for r in members if recommended and r["run_dir"] == recommended["run_dir"]), None)
+            if best is not None and best.get(key) is not None:
+                c.ax.plot([pos[json.dumps(best["values"][x_key])]], [best[key]], "*", ms=14, color=color,
+                          mec="black", label="recommended")
         if numeric and min(xs) > 0 and max(xs) / min(xs) >= 20:
             c.ax.set_xscale("log")
         c.ax.set_xticks([pos[json.dumps(x)] for x in xs], [str(x) for x in xs])
         c.ax.minorticks_off()
         c.ax.set_xlabel(x_key)
         ms_axis(c.ax) if latency else thousands(c.ax)
-        if len(lines) > 1:
+        if len(lines) > 1 or recommended:
             c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
         out.append(c)
     return out
@@ -133,7 +141,8 @@ def compare_html(summary: dict, sweep: dict | None = None) -> str:
         for r in summary["runs"]:
             ch = r["changes"][name]
             cells.append("-" if ch["value"] is None else
-                         f"{_fmt(ch['value'])} ({_fmt_change(ch)}, <b style=\"color:{VERDICT_COLOR[ch['verdict']]}\">"
+                         f"{_fmt(ch['value'])} ({_fmt_change(ch)} {html.escape(_fmt_band(ch))}, "
+                         f"<b style=\"color:{VERDICT_COLOR[ch['verdict']]}\">"
                          f"{ch['verdict']}</b>)")
         rows.append(cells)
     runs = [(base["label"], Path(base["run"]))] + [(r["label"], Path(r["run"])) for r in summary["runs"]]
@@ -150,13 +159,18 @@ def compare_html(summary: dict, sweep: dict | None = None) -> str:
     return "\n".join([
         "<!doctype html><html lang=en><head><meta charset=utf-8>", f"<title>{html.escape(title)}</title>",
         f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>',
-        f"<h1>{html.escape(title)}</h1>", settings_html(summary),
-        "<p>Each figure: the run's value, its change against the baseline, and the verdict (same = within the noise "
-        "measured from both runs' own windows and batches; setting = the runs were asked for different rates, so the "
-        "rate produced is what differs, not a result).</p>",
+        f"<h1>{html.escape(title)}</h1>", answer_html(sweep), settings_html(summary),
+        f"<p>{html.escape(VERDICTS_TEXT)}</p>",
         f'<section id="figures">{_table(head, rows)}</section>', thresholds, "<h2>Runs</h2>", f"<ul>{settings}</ul>",
         "<h2>Figures</h2>", *[c.html() for c in charts],
         f'<p class="muted">{len(charts)} figures.</p></body></html>'])
+
+
+def answer_html(sweep: dict | None) -> str:
+    """A sweep's answer first: the recommended setting and the runs it rests on."""
+    if not sweep or "recommended" not in sweep:
+        return ""
+    return f'<section id="answer"><p><b>{html.escape(recommended_line(sweep))}</b></p></section>'
 
 
 def settings_html(summary: dict) -> str:

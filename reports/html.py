@@ -17,8 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from harness.check import counts_against, status_of
 from harness.jsonl import read_jsonl
-from reports.charts import COLORS, Chart, human_ms, ms_axis, nines, nines_axis, shade_faults, thousands
+from reports.charts import (COLORS, Chart, human_ms, mark_performance, ms_axis, nines, nines_axis, shade_faults,
+                            thousands)
+from reports.performance import RECOVERY_HEAD, RECOVERY_NOTE, recovery_rows, steady_lines, sustained_check, sustained_rows
 from harness.analysis.progress import epoch_s
 from harness.analysis.series import dense_seconds
 
@@ -64,12 +67,14 @@ def fault_spans(result: dict, t0: float) -> list[tuple[float, float | None, str]
 
 # -- the figures: each takes the loaded run and returns a Chart, or None when the run has no data for it ----------
 def time_chart(c: Chart, run: dict, spans, ylabel: str, y_format, xlabel: str = "s since traffic started") -> Chart:
-    """What every chart over the run's time has: labels, the y format, the legend outside, warm-up and faults."""
+    """What every chart over the run's time has: labels, the y format, the legend outside, warm-up and faults
+    (each with where its recovery came), where the steady state began."""
     c.ax.set_xlabel(xlabel)
     c.ax.set_ylabel(ylabel)
     y_format(c.ax)
     c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     shade_faults(c.axes, spans, run["series"].get("warmup_s") or 0.0)
+    mark_performance(c.axes, run["result"])
     return c
 
 
@@ -402,10 +407,25 @@ def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset()
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def performance_html(result: dict) -> str:
+    """Steady state and start-up, then keeping up (reports.performance)."""
+    out = ""
+    steady = steady_lines(result)
+    if steady:
+        out += '<h2 id="steady">Steady state and start-up</h2><ul>' + "".join(
+            f"<li>{html.escape(line)}</li>" for line in steady) + "</ul>"
+    rows = sustained_rows(result)
+    if rows:
+        check = sustained_check(result) or {}
+        out += (f'<h2 id="sustained">Keeping up: {html.escape(str(check.get("status")))}</h2>'
+                + _table(["criterion", "status", "detail"], [[html.escape(c) for c in row] for row in rows]))
+    return out
+
+
 def summary_words(result: dict) -> str:
     """The verdict in a sentence or three."""
     c, lat, thr = result.get("counts") or {}, result.get("latency_ms") or {}, result.get("throughput") or {}
-    failed = [x for x in result.get("checks") or [] if not x.get("ok")]
+    failed = [x for x in result.get("checks") or [] if counts_against(x)]
     words = [f"{c.get('produced', 0):,} events produced, {c.get('acked', 0):,} acked; "
              f"{c.get('delivered_unique', 0):,} delivered, {c.get('lost', 0):,} lost "
              f"({c.get('expected_lost', 0):,} of them expected by a fault), {c.get('duplicates', 0):,} duplicated."]
@@ -476,8 +496,9 @@ def build_html(run_dir: Path) -> str:
     verdict = str(result.get("verdict", "unjudged"))
     charts = figures(run)
     checks = _table(["check", "ok", "detail"],
-                    [[html.escape(x["name"]), {True: "yes", False: '<span class="bad">NO</span>'}.get(
-                        x["ok"], '<span class="bad">unknown</span>'),
+                    [[html.escape(x["name"]), {"pass": "yes", "fail": '<span class="bad">NO</span>',
+                                               "unknown": '<span class="bad">unknown</span>',
+                                               "not required": '<span class="muted">not required</span>'}[status_of(x)],
                       html.escape(x["detail"])] for x in result.get("checks") or []])
     c = result.get("counts") or {}
     counts = _table(list(c), [[f"{v:,}" for v in c.values()]], numeric=set(range(len(c))))
@@ -503,10 +524,14 @@ def build_html(run_dir: Path) -> str:
         + f", whole run {result.get('duration_s', 0):.0f} s; {result.get('batches', 0)} micro-batches; "
           f"{len(faults)} fault(s). Times are seconds since the traffic started; faults are shaded red.</p>",
         "<h2>Checks</h2>", checks, "<h2>Accounting</h2>", counts,
-        "<h2>End-to-end latency</h2>", lat_table,
+        "<h2>End-to-end latency</h2>", lat_table, performance_html(result),
     ]
     if fault_rows:
         parts += ["<h2>Faults</h2>", _table(["fault", "injected (s)", "healed (s)", "errors"], fault_rows)]
+    recovery = recovery_rows(result)
+    if recovery:
+        parts += ['<h2 id="recovery">Recovery per fault</h2>', f"<p>{html.escape(RECOVERY_NOTE)}</p>",
+                  _table(RECOVERY_HEAD, [[html.escape(c) for c in row] for row in recovery])]
     parts += ["<h2>Over time, per partition, per batch</h2>"] + [ch.html() for ch in charts]
     missing = run["series"].get("error") or ("" if run["series"] else "no series.json in the run directory")
     if missing:

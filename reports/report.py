@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.check import status_of
+from reports.performance import RECOVERY_HEAD, RECOVERY_NOTE, recovery_rows, steady_lines, sustained_check, sustained_rows
 from harness.jsonl import read_jsonl
 
 
@@ -29,6 +31,23 @@ def oracle_section(result: dict) -> list[str]:
                            f"{v['dropped_duplicates']:,}"] for k, v in state.items()])]
     return parts
 
+
+
+def performance_section(result: dict) -> list[str]:
+    """Steady state and start-up, keeping up, recovery per fault (reports.performance)."""
+    parts: list[str] = []
+    steady = steady_lines(result)
+    if steady:
+        parts += ["", "## Steady state and start-up", "", *[f"- {line}" for line in steady]]
+    rows = sustained_rows(result)
+    if rows:
+        check = sustained_check(result) or {}
+        parts += ["", f"## Keeping up: {check.get('status')}", "", check.get("detail", ""), "",
+                  _table(["criterion", "status", "detail"], rows)]
+    recovery = recovery_rows(result)
+    if recovery:
+        parts += ["", "## Recovery per fault", "", RECOVERY_NOTE, "", _table(RECOVERY_HEAD, recovery)]
+    return parts
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -80,7 +99,8 @@ def build_report(result: dict, run_dir: Path) -> str:
                   ""]
     parts += [
         "## Checks",
-        _table(["check", "ok", "detail"], [[x["name"], {True: "yes", False: "**NO**"}.get(x["ok"], "**unknown**"),
+        _table(["check", "ok", "detail"], [[x["name"], {"pass": "yes", "fail": "**NO**", "unknown": "**unknown**",
+                                                         "not required": "not required"}[status_of(x)],
                                              x["detail"]] for x in result["checks"]]),
         "",
         "## Accounting",
@@ -99,6 +119,7 @@ def build_report(result: dict, run_dir: Path) -> str:
                       f"batch timings above leave out its {warm['events_delivered']:,} events, which were still "
                       f"checked for loss and duplicates. Their latency: "
                       + ", ".join(f"{k} {v:,.1f} ms" for k, v in warm["latency_ms"].items()) + "."]
+    parts += performance_section(result)
     parts += oracle_section(result)
     pd_ = result.get("publish_delay_ms")
     if pd_:
@@ -106,7 +127,7 @@ def build_report(result: dict, run_dir: Path) -> str:
                   + ", ".join(f"{k} {v:,.1f} ms" for k, v in pd_.items())]
     bs = result.get("batch_stats") or {}
     if bs.get("duration_ms"):
-        parts += ["", "## Micro-batches",
+        parts += ["", "## Micro-batches (the steady part)",
                   f"{bs['with_data']} batches read rows; backlog Spark knew of after a batch: max "
                   f"{bs['known_backlog_rows']['max']:,} rows."
                   + (f" Batches cut by the source's per-trigger cap (maxOffsetsPerTrigger / maxEventsPerTrigger): "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from harness.analysis.progress import epoch_s, parse_offsets
 
 
-def _committed_timeline(progress: list[dict]) -> list[tuple[float, dict[str, int]]]:
+def committed_timeline(progress: list[dict]) -> list[tuple[float, dict[str, int]]]:
     """(commit time, per-partition end offset) of each batch, in commit order."""
     out = []
     for p in progress:
@@ -32,7 +32,7 @@ def _committed_timeline(progress: list[dict]) -> list[tuple[float, dict[str, int
 
 def lag_by_partition(samples: list[dict], progress: list[dict]) -> list[tuple[float, dict[str, int]]]:
     """(t, {partition: lag}) per sample: events on the broker not yet committed by the query at that moment."""
-    commits = _committed_timeline(progress)
+    commits = committed_timeline(progress)
     out, i, committed = [], 0, {}
     for s in sorted(samples, key=lambda x: x["t"]):
         while i < len(commits) and commits[i][0] <= s["t"]:

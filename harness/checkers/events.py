@@ -55,9 +55,11 @@ def send_checks(rec: Reconciliation, checks, *, target_events: float, pacer_skip
 
 
 def latency_checks(latency: dict[str, float], checks, not_judged: str | None = None) -> list[Check]:
-    """The p99 against `checks.latency_p99_ms` when set; `not_judged`: why it cannot be (clocks not aligned)."""
+    """The steady p99 against `checks.latency_p99_ms`; listed as not required when no limit is set (every run
+    shows the same checks); `not_judged`: why it cannot be (clocks not aligned)."""
     if checks.latency_p99_ms is None:
-        return []
+        return [Check("latency_p99", None, f"not set (no checks.latency_p99_ms): p99 {latency['p99']:.1f} ms",
+                      latency["p99"], None, required=False)]
     if not_judged:
         return [Check("latency_p99", None, f"not judged: {not_judged}")]
     return [Check("latency_p99", latency["p99"] <= checks.latency_p99_ms,
@@ -90,7 +92,8 @@ def latency(run: RunView) -> list[Check]:
     """Latency is not judged when producers on other machines left negative latencies no measured clock offset
     explains (harness.clocks)."""
     clocks = run.clocks or {}
-    return latency_checks(run.rec.latency.latency.percentiles(), run.scenario.checks,
+    headline = run.performance.latency if run.performance else run.rec.latency.latency
+    return latency_checks(headline.percentiles(), run.scenario.checks,
                           None if clocks.get("latency_judged", True) else clocks["latency_not_judged_reason"])
 
 

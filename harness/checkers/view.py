@@ -14,11 +14,13 @@ from typing import Any
 import pandas as pd
 
 from harness import clocks
+from harness.analysis.performance import Performance, performance
 from harness.analysis.progress import epoch_s
 from harness.analysis.resources import load as load_resources, summarize as summarize_resources
 from harness.analysis.source_tasks import read_tasks, source_summary
 from harness.checker import Expectations, IncrementalChecker, Reconciliation
 from harness.config import Scenario
+from harness.durations import spark_interval_ms
 from harness.effects import FAULT_PRODUCER_BASE, Effect
 from harness.faults.nemesis import recorded_faults
 from harness.jsonl import read_jsonl
@@ -79,6 +81,8 @@ class RunView:
     resources: dict[str, Any] = field(default_factory=dict)  # every process's RSS/CPU/fds, disk, leaks
     clocks: dict[str, Any] | None = None  # producers on other machines: offsets measured and corrected
     oracle_outcome: dict[str, Any] | None = None  # what a user's oracle returned (result.json `oracle`)
+    lag_samples: list[dict] = field(default_factory=list)  # the broker's end offsets, about once a second
+    performance: Performance | None = None  # steady state, start-up, recovery per fault, keeping up
 
     @property
     def rate(self):
@@ -105,6 +109,9 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
     if state.positions_error:
         raise Unjudgeable(f"the events' positions could not be read back from the service (their sends reported "
                           f"none): {state.positions_error}")
+    # which fault record each declared loss range came from (a fault's recovery counts its own losses)
+    range_fault = [i for i, f in enumerate(faults.records) if f["injected_at"] is not None
+                   for _ in Effect.from_dict(f["effect"]).loss]
     expected = Expectations(
         loss=[r for e in faults.effects for r in e.loss],
         failure_windows_ms=[((f.get("inject_started_at") or f["injected_at"]) * 1000.0,
@@ -148,6 +155,7 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
     if not oracle.per_event:  # the output is not one row per event (its oracle judges it): no event
         rec.lost = rec.expected_lost = rec.unread = 0  # is lost for want of a row of its own
         rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
+        rec.lost_by_ack_second, rec.expected_lost_by_range = {}, {}
     view = RunView(scenario, run_dir, state, query_def, oracle, faults, progress, t0, measured_from_ms, target, fleet,
                    producers, process_rows, acked, rec, clock_plan, own_sink)
     view.clocks = clock_section(clock_plan, run_dir, oracle.per_event and query_def.read_sink is None)
@@ -161,6 +169,19 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
     with reading("reading the source's task records (source-metrics/)"):
         view.source_records = read_tasks(run_dir)
         view.source = source_summary(view.source_records, progress, scenario.stream.name)
+    view.lag_samples = read_jsonl(run_dir / "lag.jsonl")
+    if fleet:
+        by_fault: dict[int, int] = {}
+        for idx, n in rec.expected_lost_by_range.items():
+            by_fault[range_fault[idx]] = by_fault.get(range_fault[idx], 0) + n
+        trigger = scenario.spark.trigger
+        view.performance = performance(
+            per_second=rec.latency.per_second, measured_latency=rec.latency.latency, t0=t0, warmup_s=warmup,
+            duration_s=duration, progress=progress, lag_samples=view.lag_samples, faults=faults.records,
+            trigger_interval_ms=(spark_interval_ms(trigger.interval) if trigger.kind == "processingTime" else None),
+            run_started=(state.ended_at - state.elapsed_s) if state.ended_at else None,
+            run_end=state.ended_at or (t0 + warmup + duration), expected_lost_by_fault=by_fault,
+            lost_by_ack_second=rec.lost_by_ack_second, duplicate_commits_ms=rec.duplicate_commits)
     return view
 
 

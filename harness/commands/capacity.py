@@ -25,18 +25,15 @@ failed trial's limiting factor is the first failing one in this order (all faili
 1. `producer limit`: the producers offered R, i.e. `throughput.produce_eps` (acked events of the measured
    window per second) within `PRODUCER_TOLERANCE` (2%) of R, and `counts.pacer_skipped` == 0. Failing it, the
    load was not what was asked: the trial says nothing about the query at R.
-2. `batch duration over the trigger`: `batch_stats.duration_ms.triggerExecution.p50` <= the trigger interval
-   (not judged with a 0 s trigger, where batches run back to back by design).
-3. `lag growth`: lag (events on the broker not yet committed by the query, harness.analysis.lag, sampled every second)
-   over the second half of the measured window, fitted by least squares: its slope > `LAG_GROWTH_FRACTION`
-   (5%) of R *and* the fitted lag at the window's end > `LAG_END_INTERVALS` (2) x R x the batch cadence, the
-   larger of the trigger interval, the batch p50 and 1 s. The second condition keeps the sawtooth of a query
-   that does keep up (lag rises by R for each batch's time and drops at its commit, and 1 s samples alias with a
-   1 s trigger) from reading as growth; it also means a trial of T s only sees a shortfall of more than about
-   2 x cadence / T of R this way (the batch criterion usually sees it first). Not judged with fewer than
-   `LAG_MIN_SAMPLES` (4) samples, or when the second half spans less than `LAG_MIN_CADENCES` (3) batch cadences:
-   over one or two batches the fit follows the sawtooth, not a trend (seen with a 5 s trigger and a 20 s window:
-   slopes of -16,000 events/s at 6,000 events/s); a longer `--trial-s` makes it judge.
+2.-4. **keeping up**: the run's own `sustained` figures (harness.analysis.sustain: the steady part of the
+   measured window) judged by the same criteria as every run's `sustained` check (harness.checkers.sustained,
+   one definition): `batch duration over the trigger` (the median batch within the trigger interval; not judged
+   with a 0 s trigger), `lag growth` (the lag's least-squares slope, beyond its uncertainty, above 5% of R *and*
+   the lag at the window's end above 2 x R x the batch cadence; the sawtooth of a query that keeps up is not
+   growth), `processing rate under the offered` (committed offsets' slope under 95% of the broker's). A trial
+   too short to judge one of them leaves it unknown, which does not fail the trial (a longer `--trial-s` judges
+   it). The trial's own run declares `checks.sustained_not_required` so its verdict is about correctness only,
+   and keeping up is counted once, here.
 4. `latency limit`: end-to-end `latency_ms.p99` <= the limit (`--latency-p99-ms`, else the scenario's
    `checks.latency_p99_ms`, else the larger of `DEFAULT_LATENCY_P99_MS` (5,000 ms) and `LATENCY_INTERVALS` (3)
    trigger intervals: an event of a query that keeps up waits up to one interval for its batch, which takes up
@@ -56,12 +53,13 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from harness import atomic, runner
-from harness.check import Check
+from harness.check import Check, counts_against
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
 from harness.errors import InputError
-from harness.jsonl import read_jsonl
+from harness.checkers.sustained import Thresholds, criteria as sustained_criteria
 from harness.durations import spark_interval_ms
+from reports.capacity_html import capacity_html
 
 GROWTH = 2.0
 RESOLUTION = 0.10
@@ -74,10 +72,8 @@ DEFAULT_LATENCY_P99_MS = 5000.0
 LATENCY_INTERVALS = 3.0
 PRODUCER_TOLERANCE = 0.02
 MAX_PACER_SKIPPED = 0
-LAG_GROWTH_FRACTION = 0.05
-LAG_END_INTERVALS = 2.0
-LAG_MIN_SAMPLES = 4
-LAG_MIN_CADENCES = 3.0
+TRIAL_DECLARES = ('checks.sustained_not_required="a capacity trial: keeping up is judged as the trial\'s own '
+                  'criteria (harness capacity)"')
 
 # criterion -> the limiting factor it names when it fails; dict order is the order a failing trial's limiting
 # factor is picked in
@@ -85,6 +81,7 @@ CRITERIA = {
     "producer_rate": "producer limit",
     "batch_duration": "batch duration over the trigger",
     "lag_growth": "lag growth",
+    "processed_rate": "processing rate under the offered",
     "latency_p99": "latency limit",
     "checks": "checks failed",
 }
@@ -103,31 +100,19 @@ class Limits:
     latency_from: str = "default"
     producer_tolerance: float = PRODUCER_TOLERANCE
     max_pacer_skipped: int = MAX_PACER_SKIPPED
-    lag_growth_fraction: float = LAG_GROWTH_FRACTION
-    lag_end_intervals: float = LAG_END_INTERVALS
-    lag_min_samples: int = LAG_MIN_SAMPLES
-    lag_min_cadences: float = LAG_MIN_CADENCES
+
+    @property
+    def sustained(self) -> Thresholds:
+        return Thresholds(self.trigger_interval_ms)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "producer_rate": {"produce_eps_within_fraction_of_rate": self.producer_tolerance,
                               "pacer_skipped_max": self.max_pacer_skipped},
-            "batch_duration": {"trigger_execution_p50_max_ms": self.trigger_interval_ms or None,
-                               "judged": self.trigger_interval_ms > 0},
-            "lag_growth": {"over": "second half of the measured window, least-squares slope of 1 s lag samples",
-                           "slope_max_fraction_of_rate": self.lag_growth_fraction,
-                           "and_end_lag_over_cadences_of_rate": self.lag_end_intervals,
-                           "cadence_s": "max(trigger interval, batch p50, 1 s)",
-                           "trigger_interval_s": self.trigger_interval_ms / 1000.0,
-                           "min_samples": self.lag_min_samples,
-                           "min_span_cadences": self.lag_min_cadences},
+            "sustained": self.sustained.as_dict(),
             "latency_p99": {"max_ms": self.latency_p99_ms, "from": self.latency_from},
             "checks": {"run_verdict": "pass"},
         }
-
-    def cadence_s(self, batch_p50_ms: float | None) -> float:
-        """How often the query commits: the trigger interval, or the batches' own time when they overrun it."""
-        return max(self.trigger_interval_ms / 1000.0, (batch_p50_ms or 0.0) / 1000.0, 1.0)
 
 
 def criterion(name: str, ok: bool | None, value: float | None, limit: float | None, detail: str,
@@ -193,8 +178,8 @@ def _get(d: dict, *path: str) -> Any:
     return d
 
 
-def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> list[Check]:
-    """Each criterion (module docstring) for a trial at `rate` from its result.json and `lag_growth`'s figures."""
+def judge_trial(rate: float, result: dict, limits: Limits) -> list[Check]:
+    """Each criterion (module docstring) for a trial at `rate` from its result.json, in CRITERIA's order."""
     out = []
     produced = _get(result, "throughput", "produce_eps")
     skipped = _get(result, "counts", "pacer_skipped") or 0
@@ -210,17 +195,9 @@ def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> 
         out.append(criterion("producer_rate", ok, float(produced), float(rate), text,
                              {"pacer_skipped": int(skipped), "pacer_skipped_max": limits.max_pacer_skipped}))
 
-    p50 = _get(result, "batch_stats", "duration_ms", "triggerExecution", "p50")
-    interval = limits.trigger_interval_ms
-    if interval <= 0:
-        out.append(criterion("batch_duration", None, p50, None, "not judged: the trigger interval is 0 s"))
-    elif p50 is None:
-        out.append(criterion("batch_duration", None, None, interval, "no batch with data in the measured window"))
-    else:
-        out.append(criterion("batch_duration", p50 <= interval, float(p50), interval,
-                             f"p50 {_n(p50)} ms {'<=' if p50 <= interval else '>'} {_n(interval)} ms"))
-
-    out.append(_lag_criterion(rate, lag, limits, p50))
+    figures = result.get("sustain") or {}
+    keeping_up = {c.name: c for c in sustained_criteria(figures, limits.sustained, rate)}
+    out += [keeping_up["batch_duration"], keeping_up["lag_growth"], keeping_up["processed_rate"]]
 
     p99 = _get(result, "latency_ms", "p99")
     delivered = _get(result, "counts", "delivered_unique")
@@ -232,7 +209,7 @@ def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> 
                              f"{_n(limits.latency_p99_ms)} ms"))
 
     verdict = result.get("verdict")
-    failed = [c.get("name", "?") for c in result.get("checks") or [] if not c.get("ok")]
+    failed = [c.get("name", "?") for c in result.get("checks") or [] if counts_against(c)]
     if verdict == "pass":
         out.append(criterion("checks", True, None, None, f"all {len(result.get('checks') or [])} checks passed"))
     elif verdict == "unjudged":
@@ -244,69 +221,6 @@ def judge_trial(rate: float, result: dict, lag: dict | None, limits: Limits) -> 
                              "failed " + "; ".join(f"{n} ({str(details.get(n, ''))[:160]})" for n in failed)
                              if failed else "the run failed"))
     return out
-
-
-def _lag_criterion(rate: float, lag: dict | None, limits: Limits, batch_p50_ms: float | None = None) -> Check:
-    if not lag or lag.get("slope_eps") is None:
-        n = (lag or {}).get("samples", 0)
-        return criterion("lag_growth", None, None, None,
-                         f"not judged: {n} lag samples in the window's second half (need {limits.lag_min_samples})")
-    slope, end = float(lag["slope_eps"]), float(lag["end_lag"])
-    slope_max = limits.lag_growth_fraction * rate
-    cadence = limits.cadence_s(batch_p50_ms)
-    span = float(lag.get("to", 0.0)) - float(lag.get("from", 0.0))
-    if span < limits.lag_min_cadences * cadence:
-        return criterion("lag_growth", None, slope, slope_max,
-                         f"not judged: the window's second half spans {span:.0f} s, under {limits.lag_min_cadences:g}"
-                         f" batch cadences of {cadence:.1f} s (a longer --trial-s judges it)",
-                         {"end_lag": end, "cadence_s": cadence, "samples": lag.get("samples"),
-                          "max_lag": lag.get("max_lag")})
-    end_max = limits.lag_end_intervals * rate * cadence
-    growing = slope > slope_max and end > end_max
-    text = (f"lag {'grew' if slope >= 0 else 'fell'} {_n(abs(slope))} events/s over the window's second half "
-            f"({'>' if slope > slope_max else '<='} {100 * limits.lag_growth_fraction:g}% of R = {_n(slope_max)}), "
-            f"{_n(end)} events behind at its end ({'>' if end > end_max else '<='} {_n(end_max)})")
-    return criterion("lag_growth", not growing, slope, slope_max, text,
-                     {"end_lag": end, "end_lag_max": end_max, "cadence_s": cadence, "samples": lag.get("samples"),
-                      "max_lag": lag.get("max_lag")})
-
-
-def lag_growth(series: list[dict], start: float, end: float, min_samples: int = LAG_MIN_SAMPLES) -> dict:
-    """Least-squares line through the lag samples ({t, lag}) of [start + (end-start)/2, end]: its slope
-    (events/s) and its value at `end` (the lag at the window's end, smoothed)."""
-    mid = start + (end - start) / 2.0
-    pts = [(float(s["t"]), float(s["lag"])) for s in series if mid <= s["t"] <= end]
-    out: dict[str, Any] = {"samples": len(pts), "from": mid, "to": end, "slope_eps": None, "end_lag": None,
-                           "max_lag": max((p[1] for p in pts), default=None)}
-    if len(pts) < max(2, min_samples):
-        return out
-    n = len(pts)
-    mt = sum(t for t, _ in pts) / n
-    ml = sum(v for _, v in pts) / n
-    var = sum((t - mt) ** 2 for t, _ in pts)
-    if var <= 0:
-        return out
-    slope = sum((t - mt) * (v - ml) for t, v in pts) / var
-    out.update(slope_eps=slope, end_lag=max(0.0, ml + slope * (end - mt)))
-    return out
-
-
-def measured_window(run_dir: Path, result: dict, duration_s: float) -> tuple[float, float] | None:
-    """[start, end] of the measured window (epoch s): the timeline's traffic_start, else the result's warm-up."""
-    start = next((e.get("at") for e in read_jsonl(run_dir / "timeline.jsonl") if e.get("event") == "traffic_start"),
-                 None) or _get(result, "warmup", "measured_from")
-    return None if start is None else (float(start), float(start) + duration_s)
-
-
-def lag_figures(run_dir: Path, result: dict, duration_s: float) -> dict | None:
-    """lag_growth over the trial's measured window, from its lag.jsonl and progress.jsonl."""
-    from harness.analysis.lag import lag_series
-
-    window = measured_window(run_dir, result, duration_s)
-    if window is None:
-        return None
-    series = lag_series(read_jsonl(run_dir / "lag.jsonl"), read_jsonl(run_dir / "progress.jsonl"))
-    return lag_growth(series, *window)
 
 
 # ------------------------------------------------------------------------------------------------ the search
@@ -447,7 +361,7 @@ def rate_override(rate: float) -> str:
 
 def trial_overrides(overrides: list[str], rate: float, trial_s: float, warmup_s: float) -> list[str]:
     return list(overrides) + [rate_override(rate), f"producers.duration_s={trial_s:g}",
-                              f"producers.warmup_s={warmup_s:g}"]
+                              f"producers.warmup_s={warmup_s:g}", TRIAL_DECLARES]
 
 
 def trial_label(index: int, rate: float) -> str:
@@ -517,6 +431,7 @@ def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Pat
                    "trials": [t.as_dict() for t in res.trials]}
         atomic.write_json(cap_dir / "capacity.json", summary)
         atomic.write_text(cap_dir / "capacity.md", capacity_markdown(summary))
+        atomic.write_text(cap_dir / "capacity.html", capacity_html(summary))
         return summary
 
     def trial(rate: float) -> TrialOutcome:
@@ -531,11 +446,7 @@ def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Pat
         except KeyboardInterrupt:
             return TrialOutcome(rate, "unjudged", run_dir=sub.name, exit_code=130,
                                 note="interrupted (Ctrl-C / SIGTERM): not judged")
-        try:
-            lag = lag_figures(sub, outcome.result, trial_s)
-        except KeyboardInterrupt:
-            lag, outcome.exit_code = None, 130
-        criteria = judge_trial(rate, outcome.result, lag, limits)
+        criteria = judge_trial(rate, outcome.result, limits)
         if outcome.exit_code == 130:
             return TrialOutcome(rate, "unjudged", criteria, sub.name, 130,
                                 note="interrupted (Ctrl-C / SIGTERM): figures kept, not judged")
@@ -559,7 +470,7 @@ def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Pat
         result = conclude(prev.trials, prev.capacity_eps, prev.next_eps, RESOLUTION, MIN_STEP_EPS, "interrupted")
     summary = write(result)
     console.info(f"capacity search: {len(result.trials)} trials in {summary['elapsed_s']:,.0f} s; "
-                 f"{cap_dir}/capacity.md")
+                 f"{cap_dir}/capacity.html, capacity.md")
     print(result.line(), flush=True)
     code = 130 if result.interrupted else (0 if result.capacity_eps is not None else 1)
     return CapacityOutcome(cap_dir, summary, code)
@@ -582,17 +493,15 @@ def capacity_markdown(summary: dict) -> str:
               f"{s['trial_s']:g} s after a {s['warmup_s']:g} s warm-up, at most {s['max_trials']}",
               f"- sustained when: producers offered the rate within "
               f"{100 * th['producer_rate']['produce_eps_within_fraction_of_rate']:g}% with "
-              f"{th['producer_rate']['pacer_skipped_max']} pacer skips; batch p50 <= "
-              + (f"{_n(th['batch_duration']['trigger_execution_p50_max_ms'])} ms (the trigger)"
-                 if th["batch_duration"]["judged"] else "(not judged: 0 s trigger)")
-              + f"; lag not growing (slope over the second half <= "
-              f"{100 * th['lag_growth']['slope_max_fraction_of_rate']:g}% of the rate, or lag at the end <= "
-              f"{th['lag_growth']['and_end_lag_over_cadences_of_rate']:g} x rate x the batch cadence, "
-              f"{th['lag_growth']['cadence_s']}; judged over at least "
-              f"{th['lag_growth'].get('min_span_cadences', LAG_MIN_CADENCES):g} cadences); latency p99 <= {_n(th['latency_p99']['max_ms'])} ms "
+              f"{th['producer_rate']['pacer_skipped_max']} pacer skips; the query kept up as every run's `sustained` "
+              f"check judges it (batch p50 within the trigger; lag slope, beyond {th['sustained']['z']:g} standard "
+              f"errors, at most {100 * th['sustained']['lag_growth_fraction']:g}% of the rate, or lag at the end "
+              f"within {th['sustained']['lag_end_intervals']:g} x rate x the batch cadence; processed at least "
+              f"{100 * (1 - th['sustained']['rate_fraction']):g}% of offered); latency p99 <= "
+              f"{_n(th['latency_p99']['max_ms'])} ms "
               f"({th['latency_p99']['from']}); the run's checks pass", ""]
     head = ["#", "rate (events/s)", "verdict", "offered/s", "pacer skipped", "batch p50 ms", "lag slope/s",
-            "lag at end", "p99 ms", "checks", "limiting factor", "run"]
+            "lag at end", "processed/s", "p99 ms", "checks", "limiting factor", "run"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for i, t in enumerate(summary["trials"]):
         c = t["criteria"]
@@ -606,6 +515,7 @@ def capacity_markdown(summary: dict) -> str:
                  _n((c.get("producer_rate") or {}).get("pacer_skipped")), v("batch_duration") + mark[(c.get("batch_duration") or {}).get("ok")],
                  v("lag_growth") + mark[(c.get("lag_growth") or {}).get("ok")],
                  _n((c.get("lag_growth") or {}).get("end_lag")),
+                 v("processed_rate") + mark[(c.get("processed_rate") or {}).get("ok")],
                  v("latency_p99") + mark[(c.get("latency_p99") or {}).get("ok")],
                  "pass" if checks.get("ok") else ("-" if checks.get("ok") is None else "FAIL"),
                  t["limiting_factor"] or "-", t["run_dir"] or "-"]

@@ -1,10 +1,18 @@
-"""`[sweep]`: one scenario run for every combination of the swept values, side by side.
+"""`[sweep]`: one scenario run for every combination of the swept values, side by side, and the answer.
 
 Every combination is loaded and validated before the first run starts (a bad value is exit 2, nothing run).
 Each run is an ordinary run (harness.runner.run_one) in `<sweep dir>/<nn>-<values>/`, with the swept keys applied
-as `--set` overrides (recorded in its scenario.json). `sweep.json` is rewritten atomically after every run, so an interrupted sweep
-keeps what it measured; `sweep.md` puts the key figures of the runs next to each other. The sweep passes when
-every run passes.
+as `--set` overrides (recorded in its scenario.json); with `[sweep] repeat = N` (or `--repeat N`) that directory
+holds N repeats (harness.commands.repeat) and the combination's figures are their means. `sweep.json` is
+rewritten atomically after every run, so an interrupted sweep keeps what it measured; `sweep.md` puts the key
+figures of the runs next to each other.
+
+**The answer** (`recommended`): among the combinations whose every run passed (the query sustained the load,
+`sustained`, and met the latency limit when one is set, and nothing was lost or duplicated beyond the
+scenario's limits), the one with the lowest end-to-end p99, ties broken by the higher processing rate; with the
+runs it rests on. A combination that failed only the goal (GOAL_CHECKS: it did not keep up, or missed the
+latency limit) is a finding, not a failure of the sweep: the sweep passes when a setting meets the goal and no
+run failed anything else.
 """
 from __future__ import annotations
 
@@ -15,8 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from harness import atomic, runner
+from harness.check import counts_against
+from harness.commands.repeat import run_repeats
 from harness.config import Scenario, load_scenario
 from harness.console import Console
+from reports.compare import figure, recommended_line
+
+GOAL_CHECKS = {"sustained", "latency_p99"}
+MEANS = {"process_rps": "process_rps", "latency_p50_ms": "p50", "latency_p99_ms": "p99",
+         "batch_p50_ms": "batch_p50_ms", "max_lag": "max_lag"}
 
 def combinations(sweep: dict[str, list]) -> list[dict[str, Any]]:
     keys = list(sweep)
@@ -40,14 +55,12 @@ def label(index: int, values: dict[str, Any]) -> str:
 
 def figures(result: dict) -> dict[str, Any]:
     """The figures a sweep compares (from a run's result.json)."""
-    from reports.compare import figure
-
     source, placement = result.get("source") or {}, result.get("placement") or {}
     consumers = result.get("consumers") or {}
     totals = source.get("totals") or {}
     return {
         "verdict": result.get("verdict"),
-        "failed_checks": [c["name"] for c in result.get("checks") or [] if not c.get("ok")],
+        "failed_checks": [c["name"] for c in result.get("checks") or [] if counts_against(c)],
         "process_rps": figure(result, "process_rps"),
         "latency_p50_ms": figure(result, "p50"),
         "latency_p99_ms": figure(result, "p99"),
@@ -65,32 +78,82 @@ def figures(result: dict) -> dict[str, Any]:
     }
 
 
-def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: Path | None, console: Console):
+def repeated_figures(summary: dict, results: list[dict]) -> dict[str, Any]:
+    """A repeated combination's figures: the first run's, the measured ones replaced by the repeats' means; its
+    verdict the worst, its failed checks all of theirs."""
+    out = figures(results[0])
+    for key, name in MEANS.items():
+        values = [v for r in results if (v := figure(r, name)) is not None]
+        out[key] = sum(values) / len(values) if values else None
+    out["verdict"] = summary["verdict"]
+    out["failed_checks"] = sorted({c for r in summary["runs"] for c in r["failed_checks"]})
+    out["repeats"] = len(results)
+    return out
+
+
+def recommend(runs: list[dict]) -> dict[str, Any] | None:
+    """The combination that meets the goal at the lowest p99 (module docstring)."""
+    eligible = [r for r in runs if r["verdict"] == "pass" and r.get("latency_p99_ms") is not None]
+    if not eligible:
+        return None
+    best = min(eligible, key=lambda r: (r["latency_p99_ms"], -(r.get("process_rps") or 0.0)))
+    return {"values": best["values"], "run_dir": best["run_dir"], "latency_p99_ms": best["latency_p99_ms"],
+            "process_rps": best.get("process_rps"), "met_goal": [r["run_dir"] for r in eligible],
+            "missed_goal": {r["run_dir"]: r["failed_checks"] for r in runs if r not in eligible},
+            "why": f"the lowest p99 of the {len(eligible)} of {len(runs)} combinations that passed (sustained the "
+                   f"load, within the latency limit when one is set, nothing lost)"}
+
+
+def _result(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        return {"verdict": "unjudged"}
+
+
+def sweep_verdict(runs: list[dict], recommended: dict | None) -> str:
+    beyond_goal = [r for r in runs if set(r["failed_checks"]) - GOAL_CHECKS or r["verdict"] == "unjudged"]
+    return "pass" if recommended and not beyond_goal else "fail"
+
+
+def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: Path | None, console: Console,
+              repeat: int | None = None):
     combos = combinations(scenario.sweep)
+    repeat = repeat or scenario.sweep_repeat
     plans = [(values, list(overrides) + [override_text(k, v) for k, v in values.items()])
              for values in combos]
     for _, sets in plans:  # every combination valid before anything starts
         load_scenario(name_or_path, sets)
     sweep_dir = runner.new_run_dir(scenario.name, out)
     summary: dict[str, Any] = {"scenario": scenario.name, "keys": list(scenario.sweep), "overrides": overrides,
-                               "planned": len(plans), "runs": [], "verdict": "unjudged"}
+                               "planned": len(plans), "repeat": repeat, "runs": [], "verdict": "unjudged"}
     interrupted = False
     for i, (values, sets) in enumerate(plans):
         sub = sweep_dir / label(i, values)
-        console.info(f"sweep run {i + 1}/{len(plans)}: " + ", ".join(override_text(k, v) for k, v in values.items()))
-        outcome = runner.run_one(name_or_path, sets, sub, console)
-        summary["runs"].append({"values": values, "run_dir": sub.name, "exit_code": outcome.exit_code,
-                                **figures(outcome.result)})
+        what = ", ".join(override_text(k, v) for k, v in values.items())
+        if repeat > 1:
+            outcome = run_repeats(name_or_path, sets, repeat, sub, console,
+                                  label=f"sweep run {i + 1}/{len(plans)} ({what}): ")
+            results = [_result(sub / r["run_dir"]) for r in outcome.result["runs"]]
+            row = repeated_figures(outcome.result, results)
+        else:
+            console.info(f"sweep run {i + 1}/{len(plans)}: {what}")
+            outcome = runner.run_one(name_or_path, sets, sub, console)
+            row = figures(outcome.result)
+        summary["runs"].append({"values": values, "run_dir": sub.name, "exit_code": outcome.exit_code, **row})
         atomic.write_json(sweep_dir / "sweep.json", summary)
         if outcome.exit_code == 130:
             interrupted = True
             break
     if not interrupted:  # an interrupted sweep stays unjudged: its missing runs were never measured
-        summary["verdict"] = "pass" if all(r["verdict"] == "pass" for r in summary["runs"]) else "fail"
+        summary["recommended"] = recommend(summary["runs"])
+        summary["verdict"] = sweep_verdict(summary["runs"], summary["recommended"])
     atomic.write_json(sweep_dir / "sweep.json", summary)
     write_sweep_reports(sweep_dir, summary)
     console.info(f"sweep {scenario.name}: {summary['verdict'].upper()} ({len(summary['runs'])}/{len(plans)} runs)"
                  f"; comparison: {sweep_dir}/sweep.html, sweep.md")
+    if summary.get("recommended"):
+        print(recommended_line(summary), flush=True)
     return runner.RunOutcome(sweep_dir, summary, 130 if interrupted else 0 if summary["verdict"] == "pass" else 1)
 
 
@@ -117,15 +180,21 @@ def sweep_markdown(summary: dict) -> str:
     runs = summary["runs"]
     shown = [(k, title) for k, title in COLUMNS if any(r.get(k) is not None for r in runs)]
     head = summary["keys"] + [title for _, title in shown]
+    repeat = summary.get("repeat") or 1
     lines = [f"# Sweep: {summary['scenario']} ({summary['verdict']})", "",
-             f"{len(runs)} of {summary['planned']} runs; swept: {', '.join(summary['keys'])}.", "",
+             f"**{recommended_line(summary)}**" if "recommended" in summary else "(interrupted: no answer)", "",
+             f"{len(runs)} of {summary['planned']} combinations"
+             + (f", each run {repeat} times (figures: their means)" if repeat > 1 else "")
+             + f"; swept: {', '.join(summary['keys'])}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
         cells = [_cell(r["values"][k]) for k in summary["keys"]] + [_cell(r.get(k)) for k, _ in shown]
         lines.append("| " + " | ".join(cells) + " |")
     failed = [r for r in runs if r["failed_checks"]]
     if failed:
-        lines += [""] + [f"- {r['run_dir']}: failed {', '.join(r['failed_checks'])}" for r in failed]
+        lines += [""] + [f"- {r['run_dir']}: failed {', '.join(r['failed_checks'])}"
+                         + (" (the goal only: not recommended)" if set(r["failed_checks"]) <= GOAL_CHECKS else "")
+                         for r in failed]
     return "\n".join(lines) + "\n"
 
 

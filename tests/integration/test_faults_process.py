@@ -107,6 +107,17 @@ def check_driver_kills(out, result, count):
         assert n in committed
         runs = [p for p in batches if p["batchId"] == n]
         assert all(started_at(p) > k["injected_at"] for p in runs), (n, runs)
+    # what each kill cost: the restarted query's first data batch, the time until its lag was back in the band
+    # it had before the kill, the backlog the kill left and how fast it drained
+    recovery = [r for r in result["recovery"] if r["kind"] == "driver_kill"]
+    assert len(recovery) == count
+    for k, r in zip(kills, recovery):
+        first = next(started_at(p) for p in sorted(batches, key=started_at)
+                     if started_at(p) > k["injected_at"] and p["numInputRows"] > 0)
+        assert r["first_data_batch_after_s"] > first - k["injected_at"] > 0  # the commit comes after the start
+        assert r["recovered"] and r["time_to_recover_s"] >= r["first_data_batch_after_s"] - 1.0, r
+        assert r["backlog_peak_events"] > 0 and r["duplicates"] == 0 and r["lost"] == 0
+    assert "## Recovery per fault" in (out / "report.md").read_text()
 
 
 def test_crash_recovery_driver_killed_mid_batch_loses_and_duplicates_nothing(harness_env, tmp_path, steady_run,

@@ -4,6 +4,7 @@ limit a lower bound), each criterion's judgement on real result.json figures, th
 command around it with the pipeline stood in for (overrides, directories, capacity.json after every trial,
 exit codes, bad input)."""
 import dataclasses
+import html
 import json
 import math
 
@@ -12,11 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.commands import capacity as cap
-from harness.commands.capacity import Limits, criterion, TrialOutcome, judge_trial, lag_growth, search
+from harness.analysis.sustain import sustain_figures
+from harness.commands.capacity import Limits, criterion, TrialOutcome, judge_trial, search
 from harness.cli import main
 from harness.config import load_scenario
 from harness.runner import RunOutcome
 from test_config import MINIMAL, write
+from test_sustained import figures, iso, synthetic_run
 
 # ------------------------------------------------------------------------------------------------ synthetic systems
 
@@ -190,6 +193,7 @@ def real_failed_result() -> dict:
         "lag_events": {"max": 165365, "mean": 105091.32, "final": 0, "samples": 50},
         "duration_s": 111.136, "traffic_s": 20.0,
         "warmup": {"s": 8.0, "measured_from": T_WINDOW, "events_delivered": 47999},
+        "sustain": real_sustain(),
     }
 
 
@@ -201,9 +205,14 @@ REAL_LAG = [(0.0, 0), (1.0, 0), (2.0, 0), (3.0, 8860), (4.0, 14538), (5.0, 20966
             (27.1, 152587), (28.1, 159012), (29.1, 165365), (30.1, 161421), (31.1, 161421), (32.1, 161421)]
 
 
-def real_lag_series():
+def real_sustain() -> dict:
+    """The run's `sustained` figures over its window's second half (harness.analysis.sustain): the lag samples
+    as the broker's end offsets (nothing committed during the window), the one batch in it."""
     t0 = T_WINDOW - 9.39
-    return [{"t": t0 + dt, "lag": lag} for dt, lag in REAL_LAG]
+    samples = [{"t": t0 + dt, "end": {"0": lag}} for dt, lag in REAL_LAG]
+    batch = {"batchId": 1, "timestamp": iso(T_WINDOW + 12.0), "numInputRows": 161421,
+             "durationMs": {"triggerExecution": 18081}, "sources": [{"endOffset": '{"events": {"0": 161421}}'}]}
+    return sustain_figures(samples, [batch], T_WINDOW + 10.0, T_WINDOW + 20.0)
 
 
 def sustained_result() -> dict:
@@ -212,6 +221,7 @@ def sustained_result() -> dict:
     r["batch_stats"]["duration_ms"]["triggerExecution"] = {"p50": 420.0, "p99": 900.0, "max": 1100.0}
     r["batch_stats"]["count"] = r["batch_stats"]["with_data"] = 20
     r["latency_ms"] = {"p50": 980.0, "p90": 1500.0, "p99": 1900.0, "p999": 2100.0, "max": 2300.0}
+    r["sustain"] = figures(*synthetic_run(rate=6000.0, batch_s=0.42))  # 1 s batches taking 420 ms
     return r
 
 
@@ -223,10 +233,10 @@ def by_name(criteria):
 
 
 def test_the_real_overloaded_run_fails_on_batch_duration_lag_and_latency():
-    lag = lag_growth(real_lag_series(), T_WINDOW, T_WINDOW + 20.0)
-    c = by_name(judge_trial(6000, real_failed_result(), lag, LIMITS))
+    c = by_name(judge_trial(6000, real_failed_result(), LIMITS))
+    assert list(c) == list(cap.CRITERIA)
     assert c["producer_rate"].ok and c["checks"].ok
-    assert c["batch_duration"].ok is False and c["batch_duration"].detail == "p50 18,081 ms > 1,000 ms"
+    assert c["batch_duration"].ok is False and c["batch_duration"].value == 18081.0
     # the lag rose at about R all through the second half (no commit in it), but one 18 s batch spans more than
     # that half: the lag's trend cannot be told from its sawtooth, so the batch criterion speaks
     lag_c = c["lag_growth"]
@@ -237,9 +247,16 @@ def test_the_real_overloaded_run_fails_on_batch_duration_lag_and_latency():
 
 
 def test_a_trial_that_kept_up_is_sustained():
-    flat = [{"t": T_WINDOW + i, "lag": 6000 * (i % 2)} for i in range(21)]  # the 1 s sawtooth, not growth
-    criteria = judge_trial(6000, sustained_result(), lag_growth(flat, T_WINDOW, T_WINDOW + 20), LIMITS)
+    criteria = judge_trial(6000, sustained_result(), LIMITS)
     assert all(c.ok for c in criteria), [c for c in criteria if not c.ok]
+
+
+def test_a_trial_behind_the_offered_rate_fails_on_its_lag_growth_the_runs_own_definition():
+    r = sustained_result()
+    r["sustain"] = figures(*synthetic_run(rate=6000.0, capacity=4800.0, batch_s=0.1))
+    c = by_name(judge_trial(6000, r, LIMITS))
+    assert c["lag_growth"].ok is False and c["processed_rate"].ok is False
+    assert TrialOutcome(6000, "failed", list(c.values())).limiting_factor == "batch duration over the trigger"
 
 
 @pytest.mark.parametrize("produce_eps,skipped,ok", [(6000.05, 0, True), (5890.0, 0, True), (5870.0, 0, False),
@@ -247,27 +264,27 @@ def test_a_trial_that_kept_up_is_sustained():
 def test_producer_rate_within_2_percent_and_no_pacer_skips(produce_eps, skipped, ok):
     r = sustained_result()
     r["throughput"]["produce_eps"], r["counts"]["pacer_skipped"] = produce_eps, skipped
-    c = by_name(judge_trial(6000, r, None, LIMITS))["producer_rate"]
+    c = by_name(judge_trial(6000, r, LIMITS))["producer_rate"]
     assert c.ok is ok and c.figures["pacer_skipped"] == skipped
     if not ok:
-        t = TrialOutcome(6000, "failed", judge_trial(6000, r, None, LIMITS))
+        t = TrialOutcome(6000, "failed", judge_trial(6000, r, LIMITS))
         assert t.limiting_factor == "producer limit"
 
 
 def test_batch_duration_against_the_trigger_interval():
     r = sustained_result()
-    r["batch_stats"]["duration_ms"]["triggerExecution"]["p50"] = 1350.0
-    c = by_name(judge_trial(6000, r, None, LIMITS))["batch_duration"]
-    assert c.ok is False and c.detail == "p50 1,350 ms > 1,000 ms" and c.limit == 1000.0
-    assert by_name(judge_trial(6000, r, None, Limits(trigger_interval_ms=2000.0)))["batch_duration"].ok
-    zero = by_name(judge_trial(6000, r, None, Limits(trigger_interval_ms=0.0)))["batch_duration"]
-    assert zero.ok is None and "not judged" in zero.detail
+    r["sustain"]["batch_p50_ms"] = 1350.0
+    c = by_name(judge_trial(6000, r, LIMITS))["batch_duration"]
+    assert c.ok is False and c.detail.startswith("batch p50 1,350 ms > the 1,000 ms trigger") and c.limit == 1000.0
+    assert by_name(judge_trial(6000, r, Limits(trigger_interval_ms=2000.0)))["batch_duration"].ok
+    zero = by_name(judge_trial(6000, r, Limits(trigger_interval_ms=0.0)))["batch_duration"]
+    assert zero.ok is True and "back to back" in zero.detail
 
 
 def test_latency_against_the_limit():
     r = sustained_result()
-    assert by_name(judge_trial(6000, r, None, Limits(1000.0, latency_p99_ms=2000.0)))["latency_p99"].ok
-    c = by_name(judge_trial(6000, r, None, Limits(1000.0, latency_p99_ms=1500.0)))["latency_p99"]
+    assert by_name(judge_trial(6000, r, Limits(1000.0, latency_p99_ms=2000.0)))["latency_p99"].ok
+    c = by_name(judge_trial(6000, r, Limits(1000.0, latency_p99_ms=1500.0)))["latency_p99"]
     assert c.ok is False and c.detail == "p99 1,900 ms > 1,500 ms"
 
 
@@ -275,37 +292,26 @@ def test_failed_checks_and_unjudged_runs_fail_the_checks_criterion():
     r = sustained_result()
     r["verdict"] = "fail"
     r["checks"][1] = {"name": "no_loss", "ok": False, "detail": "3 acked events never delivered (allowed 0)"}
-    c = by_name(judge_trial(6000, r, None, LIMITS))["checks"]
+    c = by_name(judge_trial(6000, r, LIMITS))["checks"]
     assert c.ok is False and c.detail.startswith("failed no_loss (3 acked events never delivered")
     r["verdict"], r["unjudged_reason"] = "unjudged", "reading the sink failed: boom"
-    c = by_name(judge_trial(6000, r, None, LIMITS))["checks"]
+    c = by_name(judge_trial(6000, r, LIMITS))["checks"]
     assert c.ok is False and "could not be judged: reading the sink failed" in c.detail
 
 
 def test_lag_growth_needs_a_rising_slope_and_a_large_lag_at_the_end():
-    start, end = 0.0, 20.0
+    def lag(values, seconds=20):
+        return {"judged_s": float(seconds), "samples": seconds + 1, "offered_eps": 6000.0, "batch_p50_ms": 400.0,
+                "lag": {"slope_eps": values[0], "slope_se_eps": values[1], "end_lag": values[2], "max_lag": values[2]}}
     # rising 400/s (> 5% of 6,000 = 300) but still under 2 intervals of traffic (12,000) at the end: not growth
-    small = [{"t": float(i), "lag": 400 * i} for i in range(21)]
-    c = cap._lag_criterion(6000, lag_growth(small, start, end), LIMITS)
-    assert c.ok and 390 < c.value < 410
-    # rising 800/s from 5,000: 21,000 behind at the end
-    big = [{"t": float(i), "lag": 5000 + 800 * i} for i in range(21)]
-    c = cap._lag_criterion(6000, lag_growth(big, start, end), LIMITS)
-    assert c.ok is False and abs(c.figures["end_lag"] - 21000) < 1
-    assert c.detail == ("lag grew 800 events/s over the window's second half (> 5% of R = 300), 21,000 events "
-                        "behind at its end (> 12,000)")
+    assert by_name(judge_trial(6000, {**sustained_result(), "sustain": lag((400, 5, 8000))}, LIMITS))["lag_growth"].ok
+    c = by_name(judge_trial(6000, {**sustained_result(), "sustain": lag((800, 5, 21000))}, LIMITS))["lag_growth"]
+    assert c.ok is False and c.figures["end_lag_max"] == 12000
     # batches of 3 s (over the 1 s trigger): the query commits every 3 s, so 21,000 behind is within 2 x 3 s of R
-    c = cap._lag_criterion(6000, lag_growth(big, start, end), LIMITS, batch_p50_ms=3000.0)
+    slow = lag((800, 5, 21000))
+    slow["batch_p50_ms"] = 3000.0
+    c = by_name(judge_trial(6000, {**sustained_result(), "sustain": slow}, LIMITS))["lag_growth"]
     assert c.ok and c.figures["end_lag_max"] == 36000
-    # a large backlog being drained: falling, fine
-    falling = [{"t": float(i), "lag": 100_000 - 3000 * i} for i in range(21)]
-    assert cap._lag_criterion(6000, lag_growth(falling, start, end), LIMITS).ok
-    # a half-window of 10 s over batches of 5 s: two sawtooth teeth, no trend to fit
-    c = cap._lag_criterion(6000, lag_growth(big, start, end), Limits(trigger_interval_ms=5000.0))
-    assert c.ok is None and c.detail.startswith("not judged: the window's second half spans 10 s, under 3 batch")
-    # too few samples: not judged
-    few = lag_growth(big[-2:], start, end)
-    assert cap._lag_criterion(6000, few, LIMITS).ok is None
 
 
 # ------------------------------------------------------------------------------------------------ the command
@@ -327,7 +333,7 @@ def fake_pipeline(monkeypatch, true_capacity: float, interrupt_at: float | None 
         r = sustained_result()
         r["throughput"]["produce_eps"] = rate
         if rate > true_capacity:
-            r["batch_stats"]["duration_ms"]["triggerExecution"]["p50"] = 1000.0 * rate / true_capacity
+            r["sustain"]["batch_p50_ms"] = 1000.0 * rate / true_capacity
         (out / "result.json").write_text(json.dumps(r))
         return RunOutcome(out, r, 0)
 
@@ -343,7 +349,8 @@ def test_the_command_runs_ordinary_trials_and_writes_capacity_json(tmp_path, mon
                  "--start-eps", "1000", "--quiet"])
     assert code == 0
     assert asked[0][0] == ["stream.partitions=4", 'producers.rate={kind="constant", eps=1000}',
-                           "producers.duration_s=7", f"producers.warmup_s={cap.DEFAULT_WARMUP_S:g}"]
+                           "producers.duration_s=7", f"producers.warmup_s={cap.DEFAULT_WARMUP_S:g}",
+                           cap.TRIAL_DECLARES]
     assert [a[1] for a in asked] == ["00-eps=1000", "01-eps=2000", "02-eps=4000", "03-eps=8000", "04-eps=6000",
                                      "05-eps=5000", "06-eps=4500", "07-eps=4200"]
     assert {a[3] for a in asked} == {7.0} and {a[4] for a in asked} == {cap.DEFAULT_WARMUP_S}
@@ -354,10 +361,13 @@ def test_the_command_runs_ordinary_trials_and_writes_capacity_json(tmp_path, mon
     assert trial["rate_eps"] == 8000 and trial["run_dir"] == "03-eps=8000"
     assert set(trial["criteria"]) == set(cap.CRITERIA) and trial["criteria"]["producer_rate"]["value"] == 8000
     md = (out / "capacity.md").read_text()
-    assert "**capacity: 4,200 events/s (next step 4,500 failed: batch duration over the trigger, p50 1,041 ms > " \
-           "1,000 ms)**" in md
+    assert "**capacity: 4,200 events/s (next step 4,500 failed: batch duration over the trigger, batch p50 1,041 " \
+           "ms > the 1,000 ms trigger (30 batches))**" in md
     assert "| 3 | 8,000 | failed | 8,000 | 0 | 1,851 ✗ |" in md
     assert capsys.readouterr().out.strip().splitlines()[-1] == saved["summary"]
+    page = (out / "capacity.html").read_text()
+    assert html.escape(saved["summary"]) in page  # the answer first
+    assert page.count('class="chart"') == 4  # p99, batch p50, lag slope, processed against the offered rate
 
 
 def test_the_trigger_interval_bounds_batches_and_the_scenario_latency_limit_is_kept(tmp_path, monkeypatch, capsys):
@@ -367,11 +377,11 @@ def test_the_trigger_interval_bounds_batches_and_the_scenario_latency_limit_is_k
     assert main(["capacity", path, "--out", str(out), "--trial-s", "5", "--quiet"]) == 0
     saved = json.loads((out / "capacity.json").read_text())
     assert saved["settings"]["start_eps"] == 100  # the scenario's own constant rate
-    assert saved["thresholds"]["batch_duration"]["trigger_execution_p50_max_ms"] == 1000.0
+    assert saved["thresholds"]["sustained"]["trigger_interval_ms"] == 1000.0
     assert saved["thresholds"]["latency_p99"] == {"max_ms": 3000.0, "from": "checks.latency_p99_ms"}
     assert saved["capacity_eps"] <= 2500 < saved["next_eps"]
     line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert line.startswith("capacity: 2,") and "failed: batch duration over the trigger, p50 " in line
+    assert line.startswith("capacity: 2,") and "failed: batch duration over the trigger, batch p50 " in line
 
 
 def test_the_start_rate_failing_exits_1(tmp_path, monkeypatch, capsys):

@@ -40,14 +40,52 @@ def test_changes_are_judged_against_the_noise_the_runs_show(tmp_path):
     se_b = np.std([200, 220, 180, 200], ddof=1) / 2
     assert b["p99"]["noise"] == pytest.approx(2 * math.hypot(se_a, se_b) + 1.0)
     assert (b["p99"]["delta"], b["p99"]["verdict"]) == (100.0, "worse")
-    se_c = np.std([60, 150, 95, 115], ddof=1) / 2  # mean 105: +5, inside 2 * hypot(5.77, 18.6) + 1 = 40
-    assert (c["p99"]["delta"], c["p99"]["verdict"]) == (5.0, "same")
+    # mean 105: +5, inside 2 * hypot(5.77, 18.6) + 1 = 40; but a band of 40% of the baseline cannot call
+    # anything the same: a change hidden in that much noise cannot be told
+    se_c = np.std([60, 150, 95, 115], ddof=1) / 2
+    assert (c["p99"]["delta"], c["p99"]["verdict"]) == (5.0, "cannot tell")
     assert c["p99"]["noise"] == pytest.approx(2 * math.hypot(se_a, se_c) + 1.0)
     # identical batches: zero spread, so only the 1% floor; equal throughput is the same
     assert b["process_rps"]["verdict"] == "same" and b["process_rps"]["noise"] == pytest.approx(10.0)
     assert c["lost"]["verdict"] == "worse" and c["lost"]["noise_basis"] == "exact"
-    # produce_eps has no samples in these runs: a 5% band, said so
-    assert b["produce_eps"]["noise_basis"] == "assumed 5%"
+    # produce_eps has no samples in these runs: no band; the same value is the same, any other cannot be told
+    assert b["produce_eps"]["verdict"] == "same" and b["produce_eps"]["noise"] is None
+    assert "need 3 each" in b["produce_eps"]["noise_basis"]
+
+
+def repeat_set(path, runs):
+    """A directory as `harness run --repeat N` leaves it: repeat.json naming its runs r1..rN."""
+    path.mkdir(parents=True)
+    for i, (windows, batches) in enumerate(runs, 1):
+        make_run(path / f"r{i}", windows, batches)
+    (path / "repeat.json").write_text(json.dumps({"runs": [{"run_dir": f"r{i}"} for i in range(1, len(runs) + 1)]}))
+    return path
+
+
+def test_a_40_percent_drop_with_tight_repeats_is_worse_and_noise_comes_from_the_repeats(tmp_path):
+    """Each run's own batches vary wildly (their spread alone would hide anything), but three repeats agree to
+    within 2%: the repeats are the noise, and a 40% drop in processing rate is worse."""
+    wild = [(1000, 500), (1000, 2000), (1000, 1000)]
+
+    def reps(scale):
+        return [([100, 100, 100], [(int(r * scale * f), ms) for r, ms in wild]) for f in (0.99, 1.0, 1.01)]
+
+    base, slower = repeat_set(tmp_path / "a", reps(1.0)), repeat_set(tmp_path / "b", reps(0.6))
+    ch = compare([base, slower])["runs"][0]["changes"]["process_rps"]
+    assert ch["verdict"] == "worse" and ch["change"] == pytest.approx(-0.4, abs=0.01)
+    assert ch["noise_basis"].startswith("repeats (n=3, 3)")
+    means = [np.mean([sum(r for r, _ in b) / sum(ms for _, ms in b) * 1000 for _, b in reps(x)]) for x in (1.0, 0.6)]
+    assert ch["base"] == pytest.approx(means[0]) and ch["value"] == pytest.approx(means[1])
+
+
+def test_a_change_hidden_in_noise_or_with_too_few_samples_cannot_be_told(tmp_path):
+    base = make_run(tmp_path / "a", [100, 110], [(1000, 1000), (1000, 1000)])  # two windows: below the minimum
+    run = make_run(tmp_path / "b", [130, 140], [(1000, 1000), (1000, 1000)])
+    ch = compare([base, run])["runs"][0]["changes"]["p99"]
+    assert ch["verdict"] == "cannot tell" and ch["noise"] is None
+    md = subprocess.run([sys.executable, "-m", "harness", "compare", str(base), str(run)], capture_output=True,
+                        text=True, timeout=60).stdout
+    assert "no band: steady windows: 2 and 2 samples, need 3 each, **cannot tell**" in md
 
 
 def test_thresholds_fail_the_comparison_for_ci(tmp_path):

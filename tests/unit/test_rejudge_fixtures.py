@@ -20,7 +20,7 @@ from harness.cli import main
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runs"
 RUNS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
 NOT_FIGURES = {"run_dir", "versions"}  # where the copy lies, and the Python it was judged with
-ADDED_SINCE = {"query_recovered"}  # checks the judge gained after the recording: each has its own tests
+ADDED_SINCE: set[str] = set()  # checks the judge gained after the recording: each has its own tests
 
 
 def test_every_recorded_run_is_here():
@@ -47,6 +47,22 @@ def test_a_recorded_run_rejudges_the_same(name, tmp_path, capsys):
         assert now.get(key) == recorded[key], key
     assert json.loads((run_dir / "series.json").read_text()) == \
         json.loads((FIXTURES / f"{name}.series.json").read_text())
+    report = (run_dir / "report.md").read_text()
+    assert ("## Recovery per fault" in report) == bool(now["recovery"]) and "## Steady state and start-up" in report
+
+
+def test_a_short_run_cannot_be_judged_on_keeping_up_unless_it_says_so(tmp_path):
+    """The steady recording has 6 s of traffic, all start-up: without its declaration `sustained` is unknown (and
+    fails the verdict), never a pass; the recording declares it not required."""
+    run_dir = tmp_path / "steady"
+    shutil.copytree(FIXTURES / "steady", run_dir)
+    scenario = json.loads((run_dir / "scenario.json").read_text())
+    del scenario["resolved"]["checks"]["sustained_not_required"]
+    (run_dir / "scenario.json").write_text(json.dumps(scenario))
+    assert main(["check", str(run_dir)]) == 1
+    now = json.loads((run_dir / "result.json").read_text())
+    sustained = next(c for c in now["checks"] if c["name"] == "sustained")
+    assert sustained["status"] == "unknown" and "MSER-5 needs at least 20" in sustained["detail"]
 
 
 def test_a_rejudge_applies_the_baselines_thresholds_again(tmp_path, capsys):

@@ -124,3 +124,88 @@ def test_one_run_of_a_sweep_scenario_runs_it_once_as_written(tmp_path, monkeypat
     runner.run_one(path, ["stream.partitions=3"], tmp_path / "out", Console(quiet=True))
     (scenario, overrides), = handed
     assert scenario.sweep == {} and scenario.stream.partitions == 3 and overrides == ["stream.partitions=3"]
+
+
+def _checked(verdict, failed=(), p99=20.0, rps=100.0):
+    return {"verdict": verdict, "checks": [{"name": n, "ok": False, "detail": ""} for n in failed],
+            "throughput": {"process_rps": rps}, "latency_ms": {"p50": 10.0, "p99": p99}}
+
+
+def _answers(monkeypatch, results):
+    asked = []
+
+    def fake_run(name, overrides, out, console):
+        asked.append(overrides)
+        out.mkdir(parents=True, exist_ok=True)
+        result = results[len(asked) - 1]
+        (out / "result.json").write_text(json.dumps(result))
+        return RunOutcome(out, result, 0 if result["verdict"] == "pass" else 1)
+
+    monkeypatch.setattr("harness.runner.run_one", fake_run)
+    return asked
+
+
+def test_a_sweep_ends_with_the_setting_that_met_the_goal_at_the_lowest_p99(tmp_path, monkeypatch):
+    """2,000 did not keep up (a finding, not a failure of the sweep); of the two that passed, 20,000 has the lower
+    p99."""
+    path = write(tmp_path, MINIMAL + '[sweep]\n"spark.source_options.maxOffsetsPerTrigger" = [2000, 20000, 50000]\n')
+    _answers(monkeypatch, [_checked("fail", ["sustained"], p99=30_000.0), _checked("pass", p99=1800.0),
+                           _checked("pass", p99=2100.0, rps=900.0)])
+    scenario, _, _ = load_scenario(path)
+    outcome = sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True))
+    saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    rec = saved["recommended"]
+    assert outcome.exit_code == 0 and saved["verdict"] == "pass"
+    assert rec["values"] == {"spark.source_options.maxOffsetsPerTrigger": 20000} and rec["latency_p99_ms"] == 1800
+    assert rec["met_goal"] == ["01-maxOffsetsPerTrigger=20000", "02-maxOffsetsPerTrigger=50000"]
+    assert rec["missed_goal"] == {"00-maxOffsetsPerTrigger=2000": ["sustained"]}
+    md = (tmp_path / "out" / "sweep.md").read_text()
+    assert "**recommended: spark.source_options.maxOffsetsPerTrigger=20,000 (p99 1,800 ms" in md
+    assert "failed sustained (the goal only: not recommended)" in md
+
+
+def test_a_sweep_with_a_run_that_lost_events_fails_even_with_an_answer(tmp_path, monkeypatch):
+    path = write(tmp_path, MINIMAL + '[sweep]\n"stream.partitions" = [1, 2]\n')
+    _answers(monkeypatch, [_checked("pass"), _checked("fail", ["no_loss"])])
+    scenario, _, _ = load_scenario(path)
+    assert sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True)).exit_code == 1
+    none = sweep.recommend([{"values": {}, "run_dir": "00", "verdict": "fail", "failed_checks": ["sustained"],
+                             "latency_p99_ms": 5.0}])
+    assert none is None and sweep.sweep_verdict([], None) == "fail"
+
+
+def test_sweep_repeat_runs_each_combination_n_times_and_takes_their_means(tmp_path, monkeypatch):
+    path = write(tmp_path, MINIMAL + '[sweep]\n"stream.partitions" = [1, 2]\nrepeat = 3\n')
+    asked = _answers(monkeypatch, [_checked("pass", p99=p) for p in (100.0, 110.0, 120.0, 300.0, 310.0, 320.0)])
+    scenario, _, _ = load_scenario(path)
+    assert scenario.sweep == {"stream.partitions": [1, 2]} and scenario.sweep_repeat == 3
+    sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True))
+    assert len(asked) == 6 and asked[2] == ["stream.partitions=1"]
+    saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert [r["latency_p99_ms"] for r in saved["runs"]] == [110.0, 310.0] and saved["runs"][0]["repeats"] == 3
+    reps = json.loads((tmp_path / "out" / "00-partitions=1" / "repeat.json").read_text())
+    assert [r["run_dir"] for r in reps["runs"]] == ["r1", "r2", "r3"] and reps["noise"]["p99"]["sd"] == 10.0
+    # compare takes each repeat set as one configuration, the spread across its repeats as the noise
+    from reports.compare import compare
+    ch = compare([tmp_path / "out"])["runs"][0]["changes"]["p99"]
+    assert ch["verdict"] == "worse" and ch["noise_basis"].startswith("repeats (n=3, 3)")
+
+
+@pytest.mark.parametrize("body,match", [('"stream.partitions" = [1, 2]\nrepeat = [3]', "sweep.repeat"),
+                                        ('"stream.partitions" = [1, 2]\nrepeat = 40', "2 combinations x 40 repeats")])
+def test_bad_repeats_are_refused(tmp_path, body, match):
+    with pytest.raises(ConfigError, match=match):
+        load_scenario(write(tmp_path, MINIMAL + "[sweep]\n" + body + "\n"))
+
+
+def test_harness_run_repeat_runs_the_scenario_n_times_into_one_directory(tmp_path, monkeypatch, capsys):
+    from harness.cli import main
+
+    path = write(tmp_path, MINIMAL)
+    asked = _answers(monkeypatch, [_checked("pass", p99=p) for p in (100.0, 120.0, 110.0)])
+    assert main(["run", path, "--repeat", "3", "--out", str(tmp_path / "reps"), "--quiet"]) == 0
+    assert len(asked) == 3
+    saved = json.loads((tmp_path / "reps" / "repeat.json").read_text())
+    assert saved["verdict"] == "pass" and saved["noise"]["p99"]["mean"] == 110.0 and saved["noise"]["p99"]["sd"] == 10.0
+    assert main(["run", path, "--repeat", "0", "--out", str(tmp_path / "none")]) == 2
+    assert "--repeat 0: how many times to run the scenario, 1 to 64" in capsys.readouterr().err

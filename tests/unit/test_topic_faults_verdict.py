@@ -22,7 +22,11 @@ def scenario(faults=(), fail_on_data_loss=False, client=None, events=6, partitio
     return Scenario.model_validate({
         "name": "crafted", "stream": {"name": "events", "partitions": partitions},
         "producers": {"duration_s": 10, "rate": {"kind": "constant", "eps": events / 10}, "client": client or {}},
-        "spark": {"source_options": {"failOnDataLoss": fail_on_data_loss}}, "faults": list(faults)})
+        "spark": {"source_options": {"failOnDataLoss": fail_on_data_loss}}, "faults": list(faults),
+        "checks": {"sustained_not_required": CRAFTED}})
+
+
+CRAFTED = "a crafted history of a few events: no traffic over time to keep up with"
 
 
 def refused(**kw) -> str:

@@ -12,7 +12,9 @@ from team_query.enrich import query
 
 
 def test_enrich_scenario_passes(harness_run):
-    result = harness_run("scenarios/enrich.toml", producers={"duration_s": 5})
+    # a 5 s smoke run: too short to tell start-up from a query that does not keep up, so it says so
+    result = harness_run("scenarios/enrich.toml", producers={"duration_s": 5},
+                         checks={"sustained_not_required": "a 5 s smoke run"})
     assert_passed(result)
     # 5 s at 1,000 events/s, every one acked and judged by the team's oracle
     assert result.counts.acked == 5000

