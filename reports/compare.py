@@ -12,8 +12,9 @@ run with three kills has three samples of its time to recover). The band is twic
 standard error plus 1% of the baseline (figures that barely move).
 
 **Verdicts.** `better` or `worse` (in the figure's own direction) when the change is beyond the band; `same`
-within it; `cannot tell` when a side has fewer than MIN_SAMPLES samples, or the band is wider than MAX_BAND of the
-baseline (a change hidden in that much noise is not "same"); `setting` for a figure a setting decides (the
+within it; `cannot tell` when a side has fewer than MIN_SAMPLES samples (unless the change is within the 1% every
+band has), or the band is wider than MAX_BAND (half) of the baseline (a change hidden in that much noise is not
+"same"); `setting` for a figure a setting decides (the
 offered rate when the runs were asked for different rates). Counts (lost, duplicates, consumers and receivers
 created) are exact: any change is one. The band is shown beside every change. A pure function of the run
 directories.
@@ -54,7 +55,7 @@ FIGURES: dict[str, tuple[str, bool]] = {
 COUNTS = ("lost", "duplicates", "consumers_created", "receivers_created")  # exact: any change is a change
 RELATIVE_FLOOR = 0.01
 MIN_SAMPLES = 3
-MAX_BAND = 0.25
+MAX_BAND = 0.5
 LAG_WINDOW_S = 5.0
 
 
@@ -276,8 +277,8 @@ def judge_change(name: str, base: Run, run: Run) -> dict[str, Any]:
     (sa, basis_a), (sb, basis_b) = base.noise(name), run.noise(name)
     basis = basis_a if basis_a == basis_b else f"{basis_a} / {basis_b}"
     n = min(len(sa), len(sb))
-    if n < MIN_SAMPLES:
-        return {**out, "verdict": "same" if delta == 0 else "cannot tell", "noise": None,
+    if n < MIN_SAMPLES:  # no band to judge by; a change within the 1% floor every band has is still the same
+        return {**out, "verdict": "same" if abs(delta) <= RELATIVE_FLOOR * abs(a) else "cannot tell", "noise": None,
                 "noise_basis": f"{basis}: {len(sa)} and {len(sb)} samples, need {MIN_SAMPLES} each", "samples": n}
     band = 2.0 * math.hypot(_standard_error(sa), _standard_error(sb)) + RELATIVE_FLOOR * abs(a)
     if abs(delta) > band:
@@ -330,7 +331,7 @@ def compare(paths: list[Path], baseline: Path | None = None, fail_on: str = "") 
     for run in others:
         changes = {name: judge_change(name, base, run) for name in FIGURES}
         if _target_differs(base, run):
-            changes["produce_eps"]["verdict"] = "setting"
+            changes["produce_eps"].update(verdict="setting", noise=None, noise_basis="a setting")
         for name, sign, amount, relative in thresholds:
             if crossed(changes[name], sign, amount, relative):
                 failures.append(f"{run.label}: {name} moved {_fmt_change(changes[name])} (limit {sign}{amount:g}"
@@ -346,8 +347,8 @@ def compare(paths: list[Path], baseline: Path | None = None, fail_on: str = "") 
 
 VERDICTS_TEXT = ("Each figure: the run's value (the mean of its repeats, for a repeated run), its change against the "
                  "baseline beside the noise band it was judged against, and the verdict: better or worse beyond the "
-                 "band; same within it; cannot tell with fewer than 3 samples a side or a band wider than 25% of the "
-                 "baseline; setting = the runs were asked for different rates, so the rate produced is what "
+                 "band; same within it; cannot tell with fewer than 3 samples a side (unless within 1%) or a band wider "
+                 "than half the baseline; setting = the runs were asked for different rates, so the rate produced is what "
                  "differs, not a result. The band is twice the combined standard error of both sides (across "
                  "repeats when there are 3 or more, else over the run's own steady windows and batches) plus 1% "
                  "of the baseline; counts are exact.")
@@ -370,8 +371,8 @@ def _fmt_change(change: dict) -> str:
 
 def _fmt_band(change: dict) -> str:
     """The noise band a change was judged against, beside it."""
-    if change.get("noise_basis") == "exact":
-        return "exact"
+    if change.get("noise_basis") in ("exact", "a setting"):
+        return change["noise_basis"]
     if change.get("noise") is None:
         return "no band" if change["delta"] is None else f"no band: {change.get('noise_basis')}"
     return f"±{_fmt(change['noise'])}"

@@ -15,7 +15,7 @@ from harness.analysis.lag import lag_series
 from harness.analysis.progress import epoch_s
 from harness.analysis.recovery import recoveries
 from harness.analysis.steady import hist_between, startup_figures, steady_window
-from harness.analysis.sustain import fit, sustain_figures
+from harness.analysis.sustain import sustain_figures
 from harness.histsummary import Hist
 
 
@@ -53,11 +53,8 @@ def performance(*, per_second: dict, measured_latency: Hist, t0: float, warmup_s
     startup = startup_figures(per_second, steady, commits, t0, run_started)
     start, end = t0 + steady["from_s"], t0 + warmup_s + duration_s
     before = sustain_figures(lag_samples, progress, start, end)  # the offered rate and cadence, faults included
-    ends = [(float(s["t"]), float(sum(int(v) for v in s["end"].values()))) for s in lag_samples
-            if s.get("end") and start <= s["t"] <= end]
-    offered = fit(ends)
-    rec = recoveries(faults, series, progress, t0=t0, traffic_end=end, run_end=run_end,
-                     offered_eps=offered["slope"] if offered else None,
+    rec = recoveries(faults, series, progress, t0=t0, traffic_end=end, run_end=run_end, steady_from=start,
+                     offered_eps=before["offered_eps"],
                      cadence_s=cadence_s(trigger_interval_ms, before["batch_p50_ms"]),
                      duplicate_commits_s={ms / 1000.0: n for ms, n in (duplicate_commits_ms or {}).items()},
                      lost_acked_s={float(s): n for s, n in (lost_by_ack_second or {}).items()},
@@ -65,7 +62,7 @@ def performance(*, per_second: dict, measured_latency: Hist, t0: float, warmup_s
     # a fault's span, left out of the sustained figures: from when its inject began to its recovery
     began = {(f.get("fault"), f.get("n")): float(f.get("inject_started_at") or f["injected_at"]) for f in faults
              if f.get("injected_at") is not None}
-    spans = [(began.get((r["fault"], r["n"]), t0 + r["injected_s"]), t0 + r["recovered_s"] if r["recovered"] else run_end)
-             for r in rec]
+    spans = [(began.get((r["fault"], r["n"]), t0 + r["injected_s"]),
+              t0 + r["recovered_s"] if r["recovered"] else run_end) for r in rec]
     sustain = sustain_figures(lag_samples, progress, start, end, spans) if spans else before
     return Performance(steady, startup, headline, sustain, rec, trigger_interval_ms)

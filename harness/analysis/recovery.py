@@ -5,9 +5,11 @@ Per fault (times in seconds from its injection; `t0`-relative times for the char
 - **first batch after**: the first batch committed after the injection, and the first one with data (after a
   driver kill: the restarted query's first).
 - **lag back within the pre-fault band**: the band is the highest lag sampled in the PRE_S seconds before the
-  injection, at least one batch's worth (offered rate x the batch cadence: a sample right after a commit reads
-  almost nothing). Recovered at the first lag sample at or after both the heal (the injection for a fault
-  without one) and the first batch committed after the injection from which the lag stays within the band for
+  injection and after the steady state began (the start-up's backlog is no band to come back to), at least one
+  batch's worth (offered rate x the batch cadence: a sample right after a commit reads
+  almost nothing). Recovered at the first lag sample at or after both the heal (when the fault heals on its
+  schedule; the injection for a fault that acts at once and is only healed at the drain) and the first batch
+  committed after the injection from which the lag stays within the band for
   a batch cadence (peaks against peaks: the trough of a sawtooth that still rises is not a recovery). A run whose traffic ended first says so (`after_traffic`): the backlog then
   drained without new events arriving.
 - **backlog drained**: the peak lag between injection and recovery, and the net rate it fell at from the peak to
@@ -33,6 +35,7 @@ def _sum_in(counts: dict[float, int], lo: float, hi: float) -> int:
 
 def fault_recovery(fault: dict, lag: list[tuple[float, float]], progress: list[dict], *, t0: float,
                    traffic_end: float, run_end: float, offered_eps: float | None, cadence_s: float,
+                   steady_from: float = float("-inf"),
                    duplicate_commits_s: dict[float, int] | None = None, lost_acked_s: dict[float, int] | None = None,
                    expected_lost: int | None = None) -> dict[str, Any]:
     """One fault's recovery (module docstring). `lag`: (t, lag) samples, epoch s; `duplicate_commits_s`: duplicate
@@ -42,7 +45,10 @@ def fault_recovery(fault: dict, lag: list[tuple[float, float]], progress: list[d
     # its inject began)
     inj = float(fault["injected_at"])
     healed = fault.get("healed_at")
-    ref = float(healed) if healed is not None else float(fault["injected_at"])
+    # a heal on the fault's schedule ends its disturbance; a heal at the drain (a fault that acts at once: a kill,
+    # a resend, a cut) says nothing of when the query was back
+    scheduled = healed is not None and fault.get("heal_scheduled_s") is not None
+    ref = float(healed) if scheduled else inj
     out: dict[str, Any] = {"fault": fault.get("fault"), "n": fault.get("n"), "kind": fault.get("kind"),
                            "injected_s": round(inj - t0, 3),
                            "healed_s": round(float(healed) - t0, 3) if healed is not None else None}
@@ -53,7 +59,7 @@ def fault_recovery(fault: dict, lag: list[tuple[float, float]], progress: list[d
     out["first_batch_after_s"] = None if first is None else round(first - inj, 3)
     out["first_data_batch_after_s"] = None if first_data is None else round(first_data - inj, 3)
 
-    pre = [v for t, v in lag if inj - PRE_S <= t < inj]
+    pre = [v for t, v in lag if max(inj - PRE_S, steady_from) <= t < inj]
     floor = (offered_eps or 0.0) * cadence_s
     band = max(max(pre, default=0.0), floor)
     out["pre_fault_band_events"] = round(band, 1)

@@ -14,7 +14,8 @@ rule: a larger truncation means no steady state was found in the window) and by 
 fault's disturbance is the fault's, reported per fault in harness.analysis.recovery, never cut away as
 start-up). With fewer than MIN_BLOCKS blocks (a window under 20 s) nothing is cut: the whole window is the
 headline and `detected` says why. An output without per-event latency (a user's oracle judges windowed counts)
-has no latency series: its lag samples stand in (the cold start shows as the backlog it leaves).
+has no latency series: its lag samples stand in (the cold start shows as the backlog it leaves), in blocks of
+as many samples as make about 5 s.
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from harness.histsummary import Hist, grouped_percentile
 
 BLOCK_S = 5
 MIN_BLOCKS = 4
-METHOD = ("MSER-5 (White 1997): the series in blocks of 5 observations; the truncation (at most half the window, "
-          "never past the first fault) minimising the squared standard error of the remaining blocks' mean")
+METHOD = ("MSER-5 (White 1997): the series in blocks of about 5 s; the truncation (at most half the window, never "
+          "past the first fault) minimising the squared standard error of the remaining blocks' mean")
 
 
 def mser_truncation(values: Sequence[float], block: int = BLOCK_S, max_index: int | None = None) -> int | None:
@@ -77,19 +78,21 @@ def steady_window(per_second: dict, measured_from_s: float, traffic_end_s: float
     instead: its start-up is the backlog the cold start leaves."""
     start, end = int(np.ceil(measured_from_s)), int(np.floor(traffic_end_s))
     seconds, values = per_second_p99(per_second, start, end)
-    series = "per-second p99 latency"
+    series, block = "per-second p99 latency", BLOCK_S
     if not values and lag:
         seconds = [t for t, _ in lag if measured_from_s <= t < traffic_end_s]
         values = [v for t, v in lag if measured_from_s <= t < traffic_end_s]
         series = "consumer lag samples (the output has no per-event latency)"
+        if len(seconds) > 1:  # blocks of about 5 s whatever the sampling period (Event Hubs: about 1.8 s)
+            block = max(1, round(BLOCK_S / float(np.median(np.diff(seconds)))))
     out: dict[str, Any] = {"method": METHOD, "series": series, "measured_from_s": measured_from_s,
                            "to_s": traffic_end_s, "from_s": measured_from_s, "detected": False,
-                           "blocks": len(values) // BLOCK_S}
+                           "blocks": len(values) // block, "block_observations": block}
     limit = None if first_fault_s is None else sum(1 for t in seconds if t < first_fault_s)
-    cut = mser_truncation(values, max_index=limit)
+    cut = mser_truncation(values, block=block, max_index=limit)
     if cut is None:
         out["reason"] = (f"{len(values)} observations ({series}) in the measured window: MSER-5 needs at least "
-                         f"{MIN_BLOCKS * BLOCK_S}; the whole window is the headline")
+                         f"{MIN_BLOCKS * block}; the whole window is the headline")
         return out
     out.update(detected=True, cut_observations=cut,
                reason=("no start-up transient found: the whole window is steady" if cut == 0 else

@@ -4,8 +4,10 @@ verdict and for a `harness capacity` trial alike).
 Over the judged window (the steady part of the measured window, harness.analysis.steady, minus each fault's span
 from its injection to its recovery, harness.analysis.recovery: what a fault does is judged per fault):
 - **lag trend**: consumer lag (events on the broker not yet committed by the query, harness.analysis.lag, sampled
-  about once a second) fitted by ordinary least squares against time: the slope (events/s) with its standard
-  error, and the fitted lag at the window's end; in seconds of lag too (divided by the offered rate).
+  about once a second) fitted by least squares against time: the slope (events/s) with its standard error, and
+  the fitted lag at the window's end; in seconds of lag too (divided by the offered rate). Each judged interval
+  (the window split by the faults' spans) has its own intercept: what a fault left behind is a level, not a
+  trend.
 - **processed against offered**: the least-squares slope of the offsets the query committed against their commit
   times (what it processed per second), and of the broker's end offsets against the sample times (what was
   offered per second). Slopes, not end points: one batch more or less at either end of a short window moves an
@@ -44,20 +46,30 @@ def inside(t: float, intervals: list[Interval]) -> bool:
     return any(a <= t <= b for a, b in intervals)
 
 
-def fit(points: list[tuple[float, float]]) -> dict[str, float] | None:
-    """Ordinary least squares v = a + b t: slope b, its standard error (residuals' variance over n - 2 degrees of
-    freedom), the means; None with fewer than 3 points or no spread in t."""
-    n = len(points)
-    if n < 3:
+def fit(points: list[tuple[float, float]], groups: list[int] | None = None) -> dict[str, float] | None:
+    """Least squares v = a_g + b t with an intercept per group (the judged intervals: a fault between two of them
+    may leave the level changed, and the slope is the trend within them): the common slope b, its standard error
+    (residuals' variance over n - groups - 1 degrees of freedom), and the means of the last group (the latest
+    in t); None without a degree of freedom or spread in t. One group is ordinary least squares."""
+    by: dict[int, list[tuple[float, float]]] = {}
+    for (t, v), g in zip(points, groups or [0] * len(points)):
+        by.setdefault(g, []).append((t, v))
+    n, dof = len(points), len(points) - len(by) - 1
+    if dof < 1:
         return None
-    mt = sum(t for t, _ in points) / n
-    mv = sum(v for _, v in points) / n
-    sxx = sum((t - mt) ** 2 for t, _ in points)
+    means = {g: (sum(t for t, _ in pts) / len(pts), sum(v for _, v in pts) / len(pts)) for g, pts in by.items()}
+    sxx = sum((t - means[g][0]) ** 2 for g, pts in by.items() for t, _ in pts)
     if sxx <= 0:
         return None
-    slope = sum((t - mt) * (v - mv) for t, v in points) / sxx
-    rss = sum((v - mv - slope * (t - mt)) ** 2 for t, v in points)
-    return {"slope": slope, "se": math.sqrt(rss / (n - 2) / sxx), "mean_t": mt, "mean_v": mv, "n": n}
+    slope = sum((t - means[g][0]) * (v - means[g][1]) for g, pts in by.items() for t, v in pts) / sxx
+    rss = sum((v - means[g][1] - slope * (t - means[g][0])) ** 2 for g, pts in by.items() for t, v in pts)
+    last = max(by, key=lambda g: max(t for t, _ in by[g]))
+    return {"slope": slope, "se": math.sqrt(rss / dof / sxx), "mean_t": means[last][0], "mean_v": means[last][1],
+            "n": n}
+
+
+def interval_of(t: float, intervals: list[Interval]) -> int:
+    return next(i for i, (a, b) in enumerate(intervals) if a <= t <= b)
 
 
 def sustain_figures(lag_samples: list[dict], progress: list[dict], start: float, end: float,
@@ -71,7 +83,7 @@ def sustain_figures(lag_samples: list[dict], progress: list[dict], start: float,
                            "processed_eps": None, "batch_p50_ms": None, "batches": 0}
     lag = [(float(s["t"]), float(s["lag"])) for s in lag_series(lag_samples, progress) if inside(s["t"], intervals)]
     out["samples"] = len(lag)
-    trend = fit(lag)
+    trend = fit(lag, [interval_of(t, intervals) for t, _ in lag])
     if trend is not None:
         last = max(b for _, b in intervals)
         out["lag"] = {"slope_eps": trend["slope"], "slope_se_eps": trend["se"],
@@ -79,10 +91,10 @@ def sustain_figures(lag_samples: list[dict], progress: list[dict], start: float,
                       "max_lag": max(v for _, v in lag), "mean_lag": trend["mean_v"]}
     ends = [(float(s["t"]), float(sum(int(v) for v in s["end"].values())))
             for s in lag_samples if s.get("end") and inside(s["t"], intervals)]
-    offered = fit(ends)
+    offered = fit(ends, [interval_of(t, intervals) for t, _ in ends])
     out["offered_eps"] = offered["slope"] if offered else None
     commits = [(t, float(sum(parts.values()))) for t, parts in committed_timeline(progress) if inside(t, intervals)]
-    processed = fit(commits)
+    processed = fit(commits, [interval_of(t, intervals) for t, _ in commits])
     out["processed_eps"] = processed["slope"] if processed else None
     out["commits"] = len(commits)
     durations = sorted(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress

@@ -182,7 +182,9 @@ def sweep_markdown(summary: dict) -> str:
     head = summary["keys"] + [title for _, title in shown]
     repeat = summary.get("repeat") or 1
     lines = [f"# Sweep: {summary['scenario']} ({summary['verdict']})", "",
-             f"**{recommended_line(summary)}**" if "recommended" in summary else "(interrupted: no answer)", "",
+             f"**{recommended_line(summary)}**" if "recommended" in summary else
+             "(interrupted: no answer)" if summary.get("verdict") == "unjudged" else "(recorded before sweeps answered)",
+             "",
              f"{len(runs)} of {summary['planned']} combinations"
              + (f", each run {repeat} times (figures: their means)" if repeat > 1 else "")
              + f"; swept: {', '.join(summary['keys'])}.", "",

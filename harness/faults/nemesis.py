@@ -106,7 +106,7 @@ class Nemesis(threading.Thread):
 
 def recorded_faults(run_dir: Path) -> list[dict]:
     """One entry per injection: {kind, fault, n, inject_started_at, injected_at (inject returned), healed_at,
-    detail, effect, errors}; the effect is
+    heal_scheduled_s (None: healed at the drain, not on a schedule), detail, effect, errors}; the effect is
     the last one declared (a fault may only know its exact loss when it heals)."""
     out: dict[tuple[int, int], dict] = {}
     for row in read_jsonl(run_dir / "faults.jsonl"):
@@ -117,6 +117,8 @@ def recorded_faults(run_dir: Path) -> list[dict]:
         entry[f"{'injected' if row['action'] == 'inject' else 'healed'}_at"] = row["t"]
         if row["action"] == "inject":
             entry["inject_started_at"] = row.get("started", row["t"])
+        else:  # healed on its schedule (duration_s, window), or only at the drain (a fault whose act is instant)
+            entry["heal_scheduled_s"] = row.get("scheduled_s")
         entry["detail"].update({f"{row['action']}_{k}": v for k, v in row.get("detail", {}).items()})
         entry["effect"] = Effect.from_dict(row.get("effect") or {}).as_dict()
         if row.get("error"):

@@ -45,6 +45,20 @@ def test_an_unknown_check_is_a_failure_in_junit_saying_it_was_not_judged():
     assert failure.get("type") == "unknown" and failure.get("message").startswith("unknown: not judged")
 
 
+def test_a_check_not_required_is_skipped_in_junit_and_neither_failure_nor_pass():
+    root = ET.fromstring(junit_xml(result(verdict="pass", checks=[
+        {"name": "latency_p99", "ok": None, "status": "not required", "detail": "not set: p99 900.0 ms"},
+        {"name": "no_loss", "ok": True, "status": "pass", "detail": "0 lost"}])))
+    suite = root.find("testsuite")
+    assert (suite.get("failures"), suite.get("skipped")) == ("0", "1")
+    skipped = suite.find("testcase[@name='latency_p99']/skipped")
+    assert skipped is not None and skipped.get("message") == "not set: p99 900.0 ms"
+    md = summary_markdown(result(verdict="fail", checks=[
+        {"name": "latency_p99", "ok": None, "status": "not required", "detail": "not set"},
+        {"name": "no_loss", "ok": False, "status": "fail", "detail": "3 lost"}]))
+    assert "**1 of 2 checks failed:**" in md and "`latency_p99`" not in md
+
+
 def test_an_unjudged_run_is_an_error_in_junit_not_a_pass():
     root = ET.fromstring(junit_xml(result("unjudged", checks=[], unjudged_reason="reading the sink failed")))
     suite = root.find("testsuite")

@@ -32,23 +32,26 @@ def make_run(path, p99_windows, batch_rows_ms, lost=0, verdict="pass"):
 def test_changes_are_judged_against_the_noise_the_runs_show(tmp_path):
     base = make_run(tmp_path / "a", [100, 110, 90, 100], [(1000, 1000), (1000, 1000), (1000, 1000)])
     slower = make_run(tmp_path / "b", [200, 220, 180, 200], [(1000, 1000), (1000, 1000), (1000, 1000)])
-    noisy = make_run(tmp_path / "c", [60, 150, 95, 115], [(1000, 1000), (1000, 1000), (1000, 1000)], lost=2)
-    summary = compare([base, slower, noisy])
-    b, c = (r["changes"] for r in summary["runs"])
+    noisy = make_run(tmp_path / "c", [20, 190, 95, 115], [(1000, 1000), (1000, 1000), (1000, 1000)], lost=2)
+    steadier = make_run(tmp_path / "d", [80, 130, 95, 115], [(1000, 1000), (1000, 1000), (1000, 1000)])
+    summary = compare([base, slower, noisy, steadier])
+    b, c, d = (r["changes"] for r in summary["runs"])
     # p99 noise by hand: windows' standard errors (std with ddof=1 over sqrt(4)) combined, doubled, + 1% of 100
     se_a = np.std([100, 110, 90, 100], ddof=1) / 2
     se_b = np.std([200, 220, 180, 200], ddof=1) / 2
     assert b["p99"]["noise"] == pytest.approx(2 * math.hypot(se_a, se_b) + 1.0)
     assert (b["p99"]["delta"], b["p99"]["verdict"]) == (100.0, "worse")
-    # mean 105: +5, inside 2 * hypot(5.77, 18.6) + 1 = 40; but a band of 40% of the baseline cannot call
-    # anything the same: a change hidden in that much noise cannot be told
-    se_c = np.std([60, 150, 95, 115], ddof=1) / 2
+    # mean 105 both: +5 inside 2 * hypot(5.77, 10.8) + 1 = 25.5 is the same; inside 2 * hypot(5.77, 35.3) + 1
+    # = 72.6, a band of 73% of the baseline, it cannot be told (a change hidden in that much noise is not "same")
+    se_c, se_d = np.std([20, 190, 95, 115], ddof=1) / 2, np.std([80, 130, 95, 115], ddof=1) / 2
+    assert (d["p99"]["delta"], d["p99"]["verdict"]) == (5.0, "same")
+    assert d["p99"]["noise"] == pytest.approx(2 * math.hypot(se_a, se_d) + 1.0)
     assert (c["p99"]["delta"], c["p99"]["verdict"]) == (5.0, "cannot tell")
-    assert c["p99"]["noise"] == pytest.approx(2 * math.hypot(se_a, se_c) + 1.0)
+    assert c["p99"]["noise"] == pytest.approx(2 * math.hypot(se_a, se_c) + 1.0) and c["p99"]["noise"] > 50.0
     # identical batches: zero spread, so only the 1% floor; equal throughput is the same
     assert b["process_rps"]["verdict"] == "same" and b["process_rps"]["noise"] == pytest.approx(10.0)
     assert c["lost"]["verdict"] == "worse" and c["lost"]["noise_basis"] == "exact"
-    # produce_eps has no samples in these runs: no band; the same value is the same, any other cannot be told
+    # produce_eps has no samples in these runs: no band; within the 1% every band has it is the same
     assert b["produce_eps"]["verdict"] == "same" and b["produce_eps"]["noise"] is None
     assert "need 3 each" in b["produce_eps"]["noise_basis"]
 
