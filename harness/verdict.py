@@ -24,7 +24,6 @@ from harness.check import Check, verdict_of
 from harness.checkers import Checker, batch_cap, events, faults, oracle, run as run_checks, source, sustained
 from harness.checkers.view import RunView, Unjudgeable, read_faults, read_run
 from harness.config import Scenario
-from harness.jsonl import read_jsonl
 from harness.queries import resolve
 from harness.result import RunResult
 from harness.runstate import RunState
@@ -119,7 +118,7 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     steady_from = run.t0 + perf.steady["from_s"] if perf else (run.measured_from_ms or 0.0) / 1000.0
     result.batch_stats = batches = batch_stats([p for p in progress if "timestamp" in p
                                                 and epoch_s(p["timestamp"]) >= steady_from])
-    lag_samples = read_jsonl(run_dir / "lag.jsonl")
+    lag_samples = run.lag_samples
     result.lag_events = lag_summary(lag_series(lag_samples, progress))
     rate = run.rate
     result.throughput = {"produce_eps": run.acked_measured / duration if duration else 0.0,  # type: ignore[assignment]

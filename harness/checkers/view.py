@@ -175,13 +175,15 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
         for idx, n in rec.expected_lost_by_range.items():
             by_fault[range_fault[idx]] = by_fault.get(range_fault[idx], 0) + n
         trigger = scenario.spark.trigger
-        view.performance = performance(
-            per_second=rec.latency.per_second, measured_latency=rec.latency.latency, t0=t0, warmup_s=warmup,
-            duration_s=duration, progress=progress, lag_samples=view.lag_samples, faults=faults.records,
-            trigger_interval_ms=(spark_interval_ms(trigger.interval) if trigger.kind == "processingTime" else None),
-            run_started=(state.ended_at - state.elapsed_s) if state.ended_at else None,
-            run_end=state.ended_at or (t0 + warmup + duration), expected_lost_by_fault=by_fault,
-            lost_by_ack_second=rec.lost_by_ack_second, duplicate_commits_ms=rec.duplicate_commits)
+        with reading("working out the performance figures (steady state, recovery per fault, keeping up)"):
+            view.performance = performance(
+                per_second=rec.latency.per_second, measured_latency=rec.latency.latency, t0=t0, warmup_s=warmup,
+                duration_s=duration, progress=progress, lag_samples=view.lag_samples, faults=faults.records,
+                trigger_interval_ms=(spark_interval_ms(trigger.interval) if trigger.kind == "processingTime"
+                                     else None),
+                run_started=(state.ended_at - state.elapsed_s) if state.ended_at else None,
+                run_end=state.ended_at or (t0 + warmup + duration), expected_lost_by_fault=by_fault,
+                lost_by_ack_second=rec.lost_by_ack_second, duplicate_commits_ms=rec.duplicate_commits)
     return view
 
 
