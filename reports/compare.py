@@ -7,7 +7,7 @@ combination of a sweep with `repeat = N`, stands for one configuration: its figu
 the square root of their number: the standard error of the mean); otherwise the run's own steady windows:
 latency percentiles per tenth of the measured window from where its steady state began
 (`latency_windows`, `steady` in result.json), Spark's throughput and batch time per batch of the steady part
-(progress.jsonl), lag per 5 s of its steady window (lag.jsonl), each fault's recovery (result.json `recovery`: a
+(progress.jsonl), the lag averaged over each 5 s of its steady window (harness.analysis.lag.lag_on_grid), each fault's recovery (result.json `recovery`: a
 run with three kills has three samples of its time to recover). The band is twice the two sides' combined
 standard error plus 1% of the baseline (figures that barely move).
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.lag import lag_series
+from harness.analysis.lag import lag_on_grid
 from harness.analysis.progress import epoch_s
 from harness.errors import InputError
 from harness.jsonl import read_jsonl
@@ -44,7 +44,7 @@ FIGURES: dict[str, tuple[str, bool]] = {
     "p99": ("end-to-end latency p99, ms", True),
     "max": ("end-to-end latency max, ms", True),
     "batch_p50_ms": ("batch duration p50, ms", True),
-    "max_lag": ("largest consumer lag in the steady window, events", True),
+    "mean_lag": ("mean consumer lag in the steady window, events", True),
     "time_to_recover_s": ("seconds until a fault's lag was back in its band (mean over the faults)", True),
     "drain_eps": ("backlog drained per second after a fault (net, mean over the faults)", False),
     "lost": ("events lost", True),
@@ -105,8 +105,8 @@ def figure(result: dict, name: str) -> float | None:
         "produce_eps": (r.get("throughput") or {}).get("produce_eps"),
         "batch_p50_ms": ((((r.get("batch_stats") or {}).get("duration_ms") or {}).get("triggerExecution")
                           or {}).get("p50")),
-        "max_lag": (((r.get("sustain") or {}).get("lag") or {}).get("max_lag")
-                    if r.get("sustain") else (r.get("lag_events") or {}).get("max")),
+        "mean_lag": (((r.get("sustain") or {}).get("lag") or {}).get("mean_lag")
+                     if r.get("sustain") else (r.get("lag_events") or {}).get("mean")),
         "lost": (r.get("counts") or {}).get("lost"),
         "duplicates": (r.get("counts") or {}).get("duplicates"),
         "consumers_created": (r.get("consumers") or {}).get("created"),
@@ -169,14 +169,12 @@ def steady_samples(path: Path, result: dict) -> dict[str, list[float]]:
             samples[key] = recovery_values(result, key)
     window = (result.get("sustain") or {}).get("window")
     if window:
-        lag = [(s["t"], s["lag"]) for s in lag_series(read_jsonl(path / "lag.jsonl"), progress)
-               if window[0] <= s["t"] <= window[1]]
-        bins: dict[int, float] = {}
+        lag = lag_on_grid(read_jsonl(path / "lag.jsonl"), progress, window[0], window[1])
+        bins: dict[int, list[float]] = {}
         for t, v in lag:
-            k = int((t - window[0]) // LAG_WINDOW_S)
-            bins[k] = max(bins.get(k, 0.0), float(v))
+            bins.setdefault(int((t - window[0]) // LAG_WINDOW_S), []).append(float(v))
         if len(bins) > 1:
-            samples["max_lag"] = list(bins.values())
+            samples["mean_lag"] = [sum(b) / len(b) for b in bins.values()]
     return samples
 
 

@@ -7,6 +7,8 @@ triggerExecution).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from harness.analysis.progress import epoch_s, parse_offsets
 
 
@@ -52,3 +54,22 @@ def lag_summary(series: list[dict]) -> dict:
         return {"max": 0, "mean": 0.0, "final": 0, "samples": 0}
     values = [x["lag"] for x in series]
     return {"max": max(values), "mean": sum(values) / len(values), "final": values[-1], "samples": len(values)}
+
+
+def lag_on_grid(samples: list[dict], progress: list[dict], start: float, end: float,
+                step: float = 0.1) -> list[tuple[float, float]]:
+    """(t, lag) every `step` seconds in [start, end]: the broker's end offsets interpolated between samples (paced
+    producers: between two samples a second apart they grow almost linearly) less what the query had committed
+    by then (a step at each commit). Averaged, it is the lag over time whatever the phase of the samples against
+    the trigger (1 s samples of a 1 s trigger's sawtooth always land at the same point of it)."""
+    pts = sorted((float(s["t"]), float(sum(int(v) for v in s["end"].values()))) for s in samples if s.get("end"))
+    if len(pts) < 2:
+        return []
+    ts = np.arange(max(start, pts[0][0]), min(end, pts[-1][0]), step)
+    ends = np.interp(ts, [t for t, _ in pts], [v for _, v in pts])
+    commits = committed_timeline(progress)
+    ct = np.array([t for t, _ in commits], dtype=float)
+    cv = np.array([float(sum(parts.values())) for _, parts in commits])
+    idx = np.searchsorted(ct, ts, side="right") - 1
+    committed = np.where(idx >= 0, cv[np.maximum(idx, 0)] if len(cv) else 0.0, 0.0)
+    return list(zip(ts.tolist(), np.maximum(0.0, ends - committed).tolist()))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from harness.analysis.lag import committed_timeline, lag_series
+from harness.analysis.lag import committed_timeline, lag_on_grid, lag_series
 from harness.analysis.progress import epoch_s
 
 Interval = tuple[float, float]
@@ -88,7 +88,9 @@ def sustain_figures(lag_samples: list[dict], progress: list[dict], start: float,
         last = max(b for _, b in intervals)
         out["lag"] = {"slope_eps": trend["slope"], "slope_se_eps": trend["se"],
                       "end_lag": max(0.0, trend["mean_v"] + trend["slope"] * (last - trend["mean_t"])),
-                      "max_lag": max(v for _, v in lag), "mean_lag": trend["mean_v"]}
+                      "max_lag": max(v for _, v in lag)}
+        grid = [v for t, v in lag_on_grid(lag_samples, progress, start, end) if inside(t, intervals)]
+        out["lag"]["mean_lag"] = sum(grid) / len(grid) if grid else None  # over time, not over samples
     ends = [(float(s["t"]), float(sum(int(v) for v in s["end"].values())))
             for s in lag_samples if s.get("end") and inside(s["t"], intervals)]
     offered = fit(ends, [interval_of(t, intervals) for t, _ in ends])

@@ -243,3 +243,23 @@ def test_an_output_without_per_event_latency_finds_its_steady_state_in_its_lag_e
     w = steady_window({}, 0.0, 30.0, lag=lag)
     assert w["detected"] and w["block_observations"] == 3 and w["from_s"] == pytest.approx(5.4)
     assert w["series"].startswith("consumer lag samples")
+
+
+def test_the_mean_lag_is_averaged_over_time_whatever_the_samples_phase():
+    """1 s samples of a 1 s trigger's sawtooth land at one point of it: the samples' mean depends on that phase,
+    the lag averaged over time does not (here: 6,000/s, commits 0.4 s after each batch start, so the lag averages
+    6,000 x (0.4 + 1.0 / 2) = 5,400 events)."""
+    from harness.analysis.lag import lag_on_grid, lag_series
+
+    samples, progress = synthetic_run()
+    shifted = [{**s, "t": s["t"] + 0.5} for s in samples[:-1]]  # the same broker, sampled half a second later
+    for s, base in zip(shifted, samples):
+        s["end"] = {p: int(v + 6000 * 0.5 / 4) for p, v in base["end"].items()}
+    means = []
+    for sm in (samples, shifted):
+        grid = [v for t, v in lag_on_grid(sm, progress, T0 + 10, T0 + 38)]
+        naive = [s["lag"] for s in lag_series(sm, progress) if T0 + 10 <= s["t"] <= T0 + 38]
+        means.append((sum(grid) / len(grid), sum(naive) / len(naive)))
+    (grid_a, naive_a), (grid_b, naive_b) = means
+    assert abs(naive_a - naive_b) > 2000  # the samples' mean moves with their phase
+    assert grid_a == pytest.approx(5400, rel=0.05) and grid_b == pytest.approx(5400, rel=0.05)
