@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.analysis.progress import epoch_s, parse_offsets
+from harness.analysis.progress import commit_s, parse_offsets
 
 
 def committed_timeline(progress: list[dict]) -> list[tuple[float, dict[str, int]]]:
@@ -26,7 +26,7 @@ def committed_timeline(progress: list[dict]) -> list[tuple[float, dict[str, int]
         for value in end.values():  # {stream: {partition: offset}}
             if isinstance(value, dict):
                 parts.update({str(k): int(v) for k, v in value.items()})
-        done = epoch_s(p["timestamp"]) + p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
+        done = commit_s(p)
         out.append((done, parts))
     out.sort(key=lambda x: x[0])
     return out

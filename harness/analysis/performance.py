@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analysis.lag import lag_series
-from harness.analysis.progress import epoch_s
+from harness.analysis.progress import commit_s
 from harness.analysis.recovery import recoveries
 from harness.analysis.steady import hist_between, startup_figures, steady_window
 from harness.analysis.sustain import sustain_figures
@@ -48,8 +48,7 @@ def performance(*, per_second: dict, measured_latency: Hist, t0: float, warmup_s
     steady["t0"] = t0  # epoch s: the series' origin (harness compare finds the steady windows with it)
     headline = (measured_latency if steady["from_s"] <= steady["measured_from_s"]
                 else hist_between(per_second, steady["from_s"]))
-    commits = [(epoch_s(p["timestamp"]) + p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0,
-                p.get("numInputRows", 0)) for p in progress if "timestamp" in p]
+    commits = [(commit_s(p), p.get("numInputRows", 0)) for p in progress if "timestamp" in p]
     startup = startup_figures(per_second, steady, commits, t0, run_started)
     start, end = t0 + steady["from_s"], t0 + warmup_s + duration_s
     before = sustain_figures(lag_samples, progress, start, end)  # the offered rate and cadence, faults included

@@ -14,6 +14,11 @@ def epoch_s(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
+def commit_s(progress: dict) -> float:
+    """When a batch committed (epoch s): its start (`timestamp`) plus its triggerExecution."""
+    return epoch_s(progress["timestamp"]) + progress.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
+
+
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
 

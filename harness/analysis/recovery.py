@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.analysis.progress import epoch_s
+from harness.analysis.progress import commit_s, epoch_s
 
 PRE_S = 10.0
 
@@ -52,8 +52,7 @@ def fault_recovery(fault: dict, lag: list[tuple[float, float]], progress: list[d
     out: dict[str, Any] = {"fault": fault.get("fault"), "n": fault.get("n"), "kind": fault.get("kind"),
                            "injected_s": round(inj - t0, 3),
                            "healed_s": round(float(healed) - t0, 3) if healed is not None else None}
-    commits = sorted((epoch_s(p["timestamp"]) + p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0,
-                      p.get("numInputRows", 0)) for p in progress if "timestamp" in p)
+    commits = sorted((commit_s(p), p.get("numInputRows", 0)) for p in progress if "timestamp" in p)
     first = next((t for t, _ in commits if t > inj), None)
     first_data = next((t for t, rows in commits if t > inj and rows > 0), None)
     out["first_batch_after_s"] = None if first is None else round(first - inj, 3)
