@@ -12,12 +12,13 @@ ARGS ?=
 
 .PHONY: setup scenario capacity soak test test-slow list compare kafka-up kafka-down bench clean-runs
 
-$(STAMP): pyproject.toml
+# The exact tested set (constraints.txt) inside pyproject.toml's ranges; either file changing reinstalls.
+$(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 2; }
 	@command -v java >/dev/null || { echo "need Java 17 (java on PATH)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 $(JVM_STAMP): $(STAMP) harness/jvm/settings.xml harness/jvm/kafka-broker/pom.xml harness/jvm/spark-kafka/pom.xml

@@ -58,3 +58,11 @@ def counts_against(check: dict[str, Any]) -> bool:
 
 def verdict_of(checks: list[Check]) -> Literal["pass", "fail"]:
     return "pass" if all(c.ok is True for c in checks if c.required) else "fail"
+
+
+# Checks a checker reports only when they fail (the run itself went wrong; a soak stopped before its end): a judged
+# run without one passed it. What each means when it passed, for listings that show every check (junit.xml).
+REPORTED_ONLY_WHEN_FAILED = {
+    "completed": "the run completed: nothing went wrong in the harness or the query beyond what a fault declared",
+    "ran_to_the_end": "the soak ran to the end of its traffic",
+}

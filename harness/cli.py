@@ -5,8 +5,10 @@ Exit codes: 0 pass, 1 a check failed, 2 bad input (file, field and what is allow
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -14,8 +16,35 @@ from harness.check import counts_against, status_of
 from harness.errors import InputError
 from harness.jvm.artifacts import SetupError
 from harness.paths import SCENARIOS_DIR
+from harness.version import VersionAction
 
 EXIT_BAD_INPUT = 2
+MAX_CAPACITY_TRIALS = 64
+
+
+def _out_writable(out: str | None) -> Path | None:
+    """`--out` must be a directory the run can write, known before anything starts: a file, or a place under a
+    read-only mount or a directory without write permission, is bad input (exit 2), not a traceback after Kafka
+    started. Tried by making (and removing) a directory in the nearest existing ancestor, as the run will."""
+    if not out:
+        return None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--out {out}: is a file, not a directory; give a new directory for the run")
+    probe_in = path
+    while not probe_in.exists():
+        probe_in = probe_in.parent
+    if not probe_in.is_dir():
+        raise InputError(f"--out {out}: {probe_in} is a file, so no directory can be made under it")
+    try:
+        tempfile.TemporaryDirectory(prefix=".harness-probe-", dir=probe_in).cleanup()
+    except OSError as exc:
+        reason = {errno.EROFS: "a read-only file system", errno.EACCES: "no permission to write there",
+                  errno.EPERM: "not permitted to write there", errno.ENOSPC: "no space left on the device"}.get(
+            exc.errno, exc.strerror or str(exc))
+        raise InputError(f"--out {out}: cannot write under {probe_in} ({reason}); give a directory you can "
+                         "write") from None
+    return path
 
 
 def _cmd_run(args) -> int:
@@ -26,8 +55,9 @@ def _cmd_run(args) -> int:
 
     if args.repeat is not None and not 1 <= args.repeat <= MAX_SWEEP_RUNS:
         raise InputError(f"--repeat {args.repeat}: how many times to run the scenario, 1 to {MAX_SWEEP_RUNS}")
+    _out_writable(args.out)
     outcome = run(args.scenario, args.set, Path(args.out) if args.out else None,
-                  Console(quiet=True if args.quiet else None), repeat=args.repeat)
+                  Console(quiet=True if args.quiet else None), repeat=args.repeat, replace=args.replace)
     return outcome.exit_code
 
 
@@ -35,31 +65,39 @@ def _cmd_capacity(args) -> int:
     from harness.commands.capacity import run_capacity
     from harness.console import Console
 
+    if args.max_trials > MAX_CAPACITY_TRIALS:  # the ramp doubles the rate each trial (below 1: capacity's own)
+        raise InputError(f"--max-trials {args.max_trials}: trials in all, at most {MAX_CAPACITY_TRIALS}")
+    _out_writable(args.out)
     outcome = run_capacity(args.scenario, args.set, Path(args.out) if args.out else None,
                            Console(quiet=True if args.quiet else None), latency_p99_ms=args.latency_p99_ms,
-                           trial_s=args.trial_s, max_trials=args.max_trials, start_eps=args.start_eps)
+                           trial_s=args.trial_s, max_trials=args.max_trials, start_eps=args.start_eps,
+                           replace=args.replace)
     return outcome.exit_code
 
 
 def _cmd_soak(args) -> int:
     from harness.console import Console
     from harness.commands.soak import soak
+    from harness.config import MAX_SEED
 
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
+        raise InputError(f"--seed {args.seed}: the seed is an integer from 0 to {MAX_SEED}")
+    _out_writable(args.out)
     outcome = soak(args.scenario, duration=args.duration, seed=args.seed, fail_fast=args.fail_fast,
                    replay=Path(args.replay) if args.replay else None,
                    baseline=Path(args.baseline) if args.baseline else None, fail_on=args.fail_on,
                    overrides=args.set, out=Path(args.out) if args.out else None,
-                   console=Console(quiet=True if args.quiet else None))
+                   console=Console(quiet=True if args.quiet else None), replace=args.replace)
     return outcome.exit_code
 
 
 def _cmd_list(args) -> int:
     for path in sorted(SCENARIOS_DIR.glob("*.toml")):
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
             desc = str(data.get("description", "")).strip().splitlines()[0] if data.get("description") else ""
-        except (tomllib.TOMLDecodeError, IndexError):
-            desc = "(unreadable)"
+        except (OSError, UnicodeDecodeError, RecursionError, tomllib.TOMLDecodeError, IndexError) as exc:
+            desc = f"(unreadable: {type(exc).__name__}; `harness validate {path.stem}` says why)"
         print(f"{path.stem:<16} {desc}")
     return 0
 
@@ -70,7 +108,9 @@ def _cmd_validate(args) -> int:
     scenario, path, _ = load_scenario(args.scenario, args.set)
     print(f"{path}: ok")
     if args.show:
-        print(json.dumps(scenario.model_dump(mode="json"), indent=2))
+        from harness.secrets import redacted
+
+        print(json.dumps(redacted(scenario.model_dump(mode="json")), indent=2))  # secrets as *** (harness.secrets)
     return 0
 
 
@@ -79,6 +119,10 @@ def _cmd_setup(args) -> int:
 
     for name, jars in setup_all(quiet=not args.verbose).items():
         print(f"{name}: {len(jars)} jars in {jars[0].parent if jars else '-'}")
+    from harness.settings.catalogue import build_all  # the setting names scenarios are checked against
+
+    counts = build_all()
+    print("setting names: " + ", ".join(f"{n} {what}" for what, n in counts.items()))
     return 0
 
 
@@ -86,10 +130,16 @@ def _cmd_kafka(args) -> int:
     from harness.backends.kafka import standalone
 
     if args.action == "up":
-        state = standalone.up(nodes=args.nodes)
-        print(f"bootstrap.servers={state['bootstrap']}")
+        if args.nodes < 1:
+            raise InputError(f"--nodes {args.nodes}: how many broker nodes, 1 or more")
+        security = standalone.security_request(args.security_protocol, args.sasl_mechanism, args.user,
+                                               args.password_env)
+        state = standalone.up(nodes=args.nodes, security=security)
+        print("\n".join(standalone.client_lines(state)))
         print(f"logs: {state['logs']}  (stop with: harness kafka down)")
         return 0
+    if args.security_protocol != "PLAINTEXT" or args.sasl_mechanism or args.user or args.password_env:
+        raise InputError(f"harness kafka {args.action}: the security options are for `harness kafka up`")
     if args.action == "down":
         print("stopped" if standalone.down() else "no standalone broker running")
         return 0
@@ -98,13 +148,14 @@ def _cmd_kafka(args) -> int:
         print("no standalone broker running")
         return 1
     print(f"running: bootstrap.servers={state['bootstrap']} nodes={state['nodes']} pid={state['pid']}")
+    print("\n".join(standalone.client_lines(state)))
     return 0
 
 
 def _cmd_emulator(args) -> int:
-    from harness.emulator.serve import serve_forever
+    from harness.emulator.options import run
 
-    return serve_forever(port=args.port, config_path=args.config, control_port=args.control_port)
+    return run(args)  # the same options and checks as `python -m harness.emulator`
 
 
 def _cmd_bench(args) -> int:
@@ -123,10 +174,7 @@ def _cmd_report(args) -> int:
         path = run_dir / name
         if not path.is_file():
             continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{path}: not readable JSON: {exc}") from None
+        data = _result_file(path)
         if name == "sweep.json":
             from harness.commands.sweep import write_sweep_reports
 
@@ -137,14 +185,55 @@ def _cmd_report(args) -> int:
             return 0
         from reports.report import write_reports
 
+        outs = (run_dir / "report.md", run_dir / "report.html")
+        before = {out: _stamp(out) for out in outs}
         problems = write_reports(data, run_dir)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
-        for out in (run_dir / "report.md", run_dir / "report.html"):
-            if out.exists():
+        for out in outs:  # only what was rebuilt now: an older file left in place is not listed as new
+            if out.exists() and _stamp(out) != before[out]:
                 print(f"{out} ({out.stat().st_size / 1e6:.2f} MB)" if out.suffix == ".html" else out)
         return 1 if problems else 0
     raise InputError(f"{run_dir}: neither result.json nor sweep.json there (not a run or sweep directory)")
+
+
+def _result_file(path: Path) -> dict:
+    """result.json (a run's, harness.result.RunResult) or sweep.json read for a rebuild; empty, torn or not a
+    result: InputError naming the file and the cause (nothing is rebuilt from it)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not readable: {exc}") from None
+    if not text.strip():
+        raise InputError(f"{path}: empty (a run stopped while writing it, or a full disk?): run `harness check "
+                         f"{path.parent}` to judge the run again and rewrite it")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{path}: not readable JSON ({exc}): run `harness check {path.parent}` to rewrite it") from None
+    if path.name == "result.json":
+        from pydantic import ValidationError
+
+        from harness.result import RunResult
+
+        try:
+            RunResult.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "(the whole file)"
+            raise InputError(f"{path}: not a run's result ({exc.error_count()} problem(s), the first at {where}: "
+                             f"{first['msg']}): run `harness check {path.parent}` to rewrite it") from None
+    elif not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise InputError(f"{path}: not a sweep's summary (an object with its `runs`)")
+    return data
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_ino
 
 
 def _cmd_check(args) -> int:
@@ -174,8 +263,12 @@ def _cmd_check(args) -> int:
     if args.fail_on is not None and args.baseline is None:
         raise InputError("--fail-on needs --baseline RUN_DIR")
     baseline = baseline_spec(Path(args.baseline) if args.baseline else None, args.fail_on, scenario.soak)
-    result, problems = record(judge(scenario, run_dir, state, args.skew_threshold_ms if args.skew_threshold_ms
-                                    is not None else clocks.DEFAULT_THRESHOLD_MS), run_dir, baseline)
+    try:
+        result, problems = record(judge(scenario, run_dir, state, args.skew_threshold_ms if args.skew_threshold_ms
+                                        is not None else clocks.DEFAULT_THRESHOLD_MS), run_dir, baseline)
+    except OSError as exc:  # a full disk: the cause said; harness.atomic leaves no partial or empty file
+        print(f"error: writing the results in {run_dir} failed: {exc}", file=sys.stderr)
+        return 1
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     print(_check_summary(result, run_dir))
@@ -188,6 +281,8 @@ def _check_summary(result: dict, run_dir: Path) -> str:
     for c in result.get("checks") or []:
         if counts_against(c):
             lines.append(f"  {'failed' if status_of(c) == 'fail' else 'unknown'} {c['name']}: {c['detail']}")
+    for item in result.get("unreadable") or []:
+        lines.append(f"  unreadable {item['file']}: {item['detail']}")
     clock = (result.get("producers") or {}).get("clocks")
     if clock:
         lines.append(f"clocks (threshold {clock['threshold_ms']:g} ms): {clock['note']}")
@@ -233,8 +328,15 @@ def _sweep_of(paths: list[str]) -> dict | None:
         return None
 
 
+def _replace_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replace", action="store_true", help="--out may be an earlier run's directory: its contents "
+                   "are deleted first (only a directory the harness wrote; a non-empty --out is refused otherwise)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action=VersionAction,
+                   help="the installed version, where it runs from, and the Python")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run a scenario and write its run directory")
@@ -245,6 +347,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
     r.add_argument("--repeat", type=int, metavar="N", help="run it N times (each sweep combination N times) into "
                    "r1..rN: harness compare takes the spread across them as the noise")
+    _replace_option(r)
     r.set_defaults(func=_cmd_run)
 
     from harness.commands import capacity as cap
@@ -265,6 +368,7 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--start-eps", type=float, help="first rate (default: the scenario's constant rate, else "
                     f"{cap.DEFAULT_START_EPS:,})")
     cp.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    _replace_option(cp)
     cp.set_defaults(func=_cmd_capacity)
 
     sk = sub.add_parser("soak", help="one long run: traffic shapes cycling, faults on a seeded plan, checks "
@@ -281,6 +385,7 @@ def parser() -> argparse.ArgumentParser:
                     help="override a scenario field (value parsed as TOML), repeatable")
     sk.add_argument("--out", help="run directory (default runs/<UTC timestamp>-<scenario>)")
     sk.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    _replace_option(sk)
     sk.set_defaults(func=_cmd_soak)
 
     sub.add_parser("list", help="list scenarios with one-line descriptions").set_defaults(func=_cmd_list)
@@ -321,6 +426,14 @@ def parser() -> argparse.ArgumentParser:
     k = sub.add_parser("kafka", help="a standalone embedded broker for manual work")
     k.add_argument("action", choices=["up", "down", "status"])
     k.add_argument("--nodes", type=int, default=1)
+    k.add_argument("--security-protocol", default="PLAINTEXT", type=str.upper,
+                   choices=["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"],
+                   help="the client listener's: SASL_SSL gets a certificate the harness makes (its CA is printed as "
+                        "ssl.ca.location)")
+    k.add_argument("--sasl-mechanism", type=str.upper, choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+    k.add_argument("--user", help="the broker's one (super) user, with --security-protocol SASL_*")
+    k.add_argument("--password-env", metavar="VAR",
+                   help="the environment variable holding --user's password (never given on the command line)")
     k.set_defaults(func=_cmd_kafka)
 
     b = sub.add_parser("bench", help="benchmarks, measured side by side in one run")
@@ -334,9 +447,9 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("emulator", help="the Event Hubs emulator")
     esub = e.add_subparsers(dest="emulator_command", required=True)
     es = esub.add_parser("serve", help="serve in the foreground until Ctrl-C/SIGTERM")
-    es.add_argument("--port", type=int, default=0, help="AMQP port on 127.0.0.1 (default: a free one)")
-    es.add_argument("--config", help="Config.json in the shape of Microsoft's emulator")
-    es.add_argument("--control-port", type=int, default=0)
+    from harness.emulator.options import add_arguments as add_emulator_arguments
+
+    add_emulator_arguments(es)
     es.set_defaults(func=_cmd_emulator)
     return p
 
@@ -346,7 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from harness.secrets import scrub
+
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)  # a message may quote a value: no secret in it
         return EXIT_BAD_INPUT
     except SetupError as exc:  # Maven / Maven Central unreachable, a pom that does not resolve
         print(f"set-up failed: {exc}", file=sys.stderr)

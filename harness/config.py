@@ -9,6 +9,7 @@ be pasted in; source option names are still checked against the connector's list
 from __future__ import annotations
 
 from harness.errors import InputError
+from harness.secrets import is_secret_key, redacted_override
 
 import re
 import tomllib
@@ -16,12 +17,15 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from harness import machine
 from harness.backends import DEFAULT_KIND, SPECS, spec_union
-from harness.durations import spark_interval_ms
+from harness.durations import spark_bytes, spark_trigger_ms
 from harness.faults import options_union
 from harness.paths import SCENARIOS_DIR
+from harness.suggest import did_you_mean, quote
+from harness.settings import check_setting_names
 from producers.rates import make_rate
 from producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
 
@@ -31,7 +35,8 @@ class ConfigError(InputError):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # no inf or nan (TOML has both): a timeout of inf waits for ever, a nan compares false to every bound
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 Scalar = Union[str, int, float, bool]
@@ -39,6 +44,20 @@ Scalar = Union[str, int, float, bool]
 FLAT_TABLES = {("spark", "source_options"), ("spark", "conf"), ("stream", "config"), ("producers", "client"),
                ("backend", "broker"), ("backend", "client")}
 MAX_SWEEP_RUNS = 64
+RECORDED = "recorded"  # validation context: a scenario as a run recorded it (validate_resolved)
+MAX_SEED = 2 ** 63 - 1  # numpy's SeedSequence (the producers' keys and payloads) takes integers >= 0; TOML's max
+MIN_DRIVER_MEMORY = 512 << 20  # Spark refuses a heap under 450 MiB ("System memory ... must be at least")
+
+
+def dotted(table: dict, prefix: str = "") -> dict[str, Any]:
+    """A TOML table nested by its dotted keys (`a.b = 1` is {"a": {"b": 1}}) as the flat {"a.b": 1} it meant."""
+    flat: dict[str, Any] = {}
+    for key, item in table.items():
+        if isinstance(item, dict):
+            flat.update(dotted(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat
 
 
 def _stringify(options: dict[str, Scalar]) -> dict[str, str]:
@@ -79,10 +98,19 @@ class TriggerSpec(Strict):
     @field_validator("interval")
     @classmethod
     def _spark_interval(cls, value: str) -> str:
-        """Checked now as Spark reads it (harness.durations), not when the query starts."""
-        if spark_interval_ms(value) < 0:
-            raise ValueError(f"{value!r} is negative")
+        """Checked now exactly as Spark's Trigger.ProcessingTime reads it (harness.durations), not 37 s into the
+        run as "Spark query did not start"."""
+        spark_trigger_ms(value)
         return value
+
+    @model_validator(mode="after")
+    def _interval_needs_processing_time(self):
+        """availableNow and once have no interval: one given would be silently ignored."""
+        if self.kind != "processingTime" and spark_trigger_ms(self.interval) != 0:
+            raise ValueError(f"interval = {quote(self.interval)} with kind = {self.kind!r}: {self.kind} runs "
+                             "until the data at start is read and takes no interval; leave interval out, or use "
+                             "kind = \"processingTime\"")
+        return self
 
 
 LOCAL_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\])$")
@@ -116,9 +144,24 @@ class SparkSpec(Strict):
     trigger: TriggerSpec = Field(default_factory=TriggerSpec)
     source_options: dict[str, Scalar] = Field(default_factory=dict)
     conf: dict[str, Scalar] = Field(default_factory=dict, description="Spark conf, verbatim")
-    driver_memory: str = Field("1g", pattern=r"^\d+[mg]$")
-    start_timeout_s: float = Field(180.0, gt=0)
-    drain_timeout_s: float = Field(180.0, gt=0)
+    conf_allow: list[str] = Field(default_factory=list, description=(
+        "spark.* keys of your own that Spark does not know, let through spark.conf's check (harness.settings): "
+        "\"spark.myapp.flag\", or a prefix ending in * (\"spark.myteam.*\")"))
+    driver_memory: str = Field("1g", description=(
+        "the query driver's heap (-Xmx): an integer with k, m, g or t, at least 512m, at most this machine's memory"))
+    start_timeout_s: float = Field(180.0, gt=0, le=3600)
+    drain_timeout_s: float = Field(180.0, gt=0, le=24 * 3600)
+
+    @field_validator("driver_memory")
+    @classmethod
+    def _driver_memory(cls, value: str) -> str:
+        """Spark hands it to the driver JVM as -Xmx, which takes k, m, g or t (not Spark's 'gb' forms)."""
+        if not re.fullmatch(r"[0-9]+[kKmMgGtT]", str(value).strip()):
+            raise ValueError(f"{quote(value)} is not a heap size; give an integer with k, m, g or t, e.g. '1g', "
+                             "'1536m'")
+        if spark_bytes(value) < MIN_DRIVER_MEMORY:
+            raise ValueError(f"{quote(value)} is below 512m: Spark needs at least 450 MiB of driver heap")
+        return value  # at most this machine's memory: checked when a run is to start here (fits_this_machine)
 
     @field_validator("master")
     @classmethod
@@ -206,7 +249,7 @@ class SoakSpec(Strict):
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str = ""
-    seed: int = 1
+    seed: int = Field(1, ge=0, le=MAX_SEED, description="traffic, key choice and the fault plan; 0 or more")
     backend: spec_union() = Field(default_factory=SPECS[DEFAULT_KIND])  # type: ignore[valid-type]
     stream: StreamSpec = Field(default_factory=StreamSpec)
     producers: ProducersSpec
@@ -219,6 +262,22 @@ class Scenario(Strict):
     sweep_repeat: int = Field(1, ge=1, le=MAX_SWEEP_RUNS, description=(
         "[sweep] repeat = N: each combination runs N times; harness compare takes the spread across them as the "
         "noise (harness.commands.repeat)"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_option_tables(cls, data: Any) -> Any:
+        """An option name written without quotes (`spark.sql.shuffle.partitions = 8` under [spark.conf]) is a
+        nested table to TOML; in an option table it can only mean the dotted name, so it is read as one."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for table, name in FLAT_TABLES:
+            section = data.get(table)
+            options = section.get(name) if isinstance(section, dict) else None
+            if not isinstance(options, dict) or not any(isinstance(v, dict) for v in options.values()):
+                continue
+            data[table] = {**section, name: dotted(options)}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -238,18 +297,7 @@ class Scenario(Strict):
     def _flat_sweep(cls, value: Any) -> Any:
         """`[sweep]` keys as dotted paths, however TOML nested them (`spark.source_options.x = [...]` is a
         nested table); applied like `--set`, so option names keep their dots."""
-        if not isinstance(value, dict):
-            return value
-        flat: dict[str, Any] = {}
-
-        def walk(node: dict, prefix: str) -> None:
-            for key, item in node.items():
-                if isinstance(item, dict):
-                    walk(item, f"{prefix}{key}.")
-                else:
-                    flat[f"{prefix}{key}"] = item
-        walk(value, "")
-        return flat
+        return dotted(value) if isinstance(value, dict) else value
 
     @model_validator(mode="after")
     def _sweep_values(self):
@@ -291,6 +339,39 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _setting_names(self, info: ValidationInfo):
+        """Settings handed verbatim to Spark, Kafka and librdkafka are judged by them (harness.settings): a
+        misspelt key is refused with the nearest names, not ignored by the software and PASSed. A run's recorded
+        scenario was judged when it started: re-judging a copied run directory needs no JVM (`validate_resolved`)."""
+        if not (info.context or {}).get(RECORDED):
+            check_setting_names(self)
+        return self
+
+    @model_validator(mode="after")
+    def _faults_within_the_run(self):
+        """A fault acts while the run lasts: during the traffic (faults are timed from the end of the warm-up)
+        or while the query drains after it (spark.drain_timeout_s). One timed later would hold the run open
+        until its time came, with nothing left to judge."""
+        if not self.faults or (self.soak and self.soak.random_faults):  # the catalog's times are drawn anew
+            return self
+        from harness.faults.schedule import plan
+
+        traffic, drain = self.producers.duration_s, self.spark.drain_timeout_s
+        limit = traffic + drain
+        for step in plan(list(self.faults), self.seed, traffic):
+            last = max(step.inject_s, step.heal_s or 0.0)
+            if last > limit:
+                f = self.faults[step.fault_index]
+                when = (f"window = [{f.window[0]:g}, {f.window[1]:g}]" if f.window else
+                        f"at_s = {f.at_s:g}" + (f", duration_s = {f.duration_s:g}" if f.duration_s else "")
+                        + (f", jitter_s = {f.jitter_s:g}" if f.jitter_s else ""))
+                raise ValueError(f"faults.{step.fault_index} ({f.kind}): {when} acts at {last:g} s, after the "
+                                 f"run: the traffic lasts {traffic:g} s (producers.duration_s, timed from the end "
+                                 f"of the warm-up) and the query drains for at most {drain:g} s after it "
+                                 f"(spark.drain_timeout_s); time it at most {limit:g} s")
+        return self
+
+    @model_validator(mode="after")
     def _faults_fit(self):
         from harness.faults import fault_for
 
@@ -323,25 +404,29 @@ class Scenario(Strict):
 def scenario_path(name_or_path: str) -> Path:
     """A name from scenarios/ or a path to a .toml file."""
     p = Path(name_or_path)
-    if p.suffix == ".toml" or p.exists():
-        if not p.is_file():
-            raise ConfigError(f"{p}: no such scenario file")
-        return p
+    try:
+        if p.suffix == ".toml" or p.exists():
+            if not p.is_file():
+                raise ConfigError(f"{p}: no such scenario file")
+            return p
+    except OSError as exc:  # a directory on the way that may not be entered
+        raise ConfigError(f"{p}: cannot be read ({exc.strerror or exc})") from None
     candidate = SCENARIOS_DIR / f"{name_or_path}.toml"
     if not candidate.is_file():
-        known = ", ".join(sorted(x.stem for x in SCENARIOS_DIR.glob("*.toml")))
-        raise ConfigError(f"no scenario named {name_or_path!r}; known: {known} (or give a path to a .toml file)")
+        names = sorted(x.stem for x in SCENARIOS_DIR.glob("*.toml"))
+        raise ConfigError(f"no scenario named {quote(name_or_path)}{did_you_mean(name_or_path, names)} known: "
+                          f"{', '.join(names)} (or give a path to a .toml file)")
     return candidate
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """`producers.rate.eps=5000` -> (["producers","rate","eps"], 5000); values are TOML, else plain strings."""
     if "=" not in text:
-        raise ConfigError(f"--set {text!r}: expected dotted.key=value")
+        raise ConfigError(f"--set {quote(text)}: expected dotted.key=value")
     key, raw = text.split("=", 1)
     parts = [p for p in key.strip().split(".")]
     if not all(parts):
-        raise ConfigError(f"--set {text!r}: empty part in key {key!r}")
+        raise ConfigError(f"--set {quote(text)}: empty part in key {quote(key)}")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -351,33 +436,62 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def _apply(data: dict, parts: list[str], value: Any, text: str) -> None:
     """Set a dotted key; inside an option table the rest of the key is one option name
-    (`spark.conf.spark.sql.shuffle.partitions=8`, `spark.source_options.eventhubs.prefetchCount=10`)."""
-    node = data
-    for i, part in enumerate(parts[:-1]):
-        nxt = node.setdefault(part, {})
-        if not isinstance(nxt, dict):
-            raise ConfigError(f"--set {text!r}: {part!r} is not a table")
-        node = nxt
-        if tuple(parts[:i + 1]) in FLAT_TABLES:
-            node[".".join(parts[i + 1:])] = value
+    (`spark.conf.spark.sql.shuffle.partitions=8`, `spark.source_options.eventhubs.prefetchCount=10`); a number
+    picks an entry of a list of tables (`faults.0.at_s=20`: the first [[faults]])."""
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = ".".join(parts[:i]) or "the scenario"
+        if isinstance(node, list):
+            if not part.isdigit():
+                raise ConfigError(f"--set {quote(text)}: {where} is a list ([[{where}]] entries); give an entry's "
+                                  f"index from 0 to {len(node) - 1}, e.g. {where}.0.{'.'.join(parts[i + 1:]) or 'x'}"
+                                  if node else f"--set {quote(text)}: {where} is an empty list")
+            index = int(part)
+            if index >= len(node):
+                raise ConfigError(f"--set {quote(text)}: {where} has {len(node)} entr{'y' if len(node) == 1 else 'ies'}"
+                                  f" ([[{where}]] in the file); index {index} is out of range"
+                                  + (f" (0 to {len(node) - 1})" if node else ""))
+            if last:
+                node[index] = value
+                return
+            node = node[index]
+            continue
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {quote(text)}: {where} is {quote(node, 60)}, not a table")
+        if last:
+            node[part] = value
             return
-    node[parts[-1]] = value
+        if part not in node and parts[i + 1].isdigit():
+            raise ConfigError(f"--set {quote(text)}: the scenario has no {'.'.join(parts[:i + 1])} entries "
+                              f"([[{'.'.join(parts[:i + 1])}]]); --set changes an entry the file has, it adds none")
+        nxt = node.setdefault(part, {})
+        if tuple(parts[:i + 1]) in FLAT_TABLES and isinstance(nxt, dict):
+            nxt[".".join(parts[i + 1:])] = value
+            return
+        if not isinstance(nxt, (dict, list)):
+            raise ConfigError(f"--set {quote(text)}: {'.'.join(parts[:i + 1])} is {quote(nxt, 60)}, not a table")
+        node = nxt
 
 
 def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tuple[Scenario, Path, dict]:
     """Returns the validated scenario, its file, and the raw (override-applied) data for the run record."""
     path = scenario_path(name_or_path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    data = read_toml(path)
+    applied = []
     for text in overrides or []:
         parts, value = parse_override(text)
         _apply(data, parts, value, text)
+        applied.append((parts, text))
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_errors(path, exc)) from None
+        raise ConfigError(format_errors(path, exc, overrides=applied)) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a scenario") from None
+    for field, problem in fits_this_machine(scenario):
+        source = _set_by(tuple(field.split(".")), applied)
+        raise ConfigError(f"{f'--set {quote(source)} (on {path})' if source else path}: {field}: {problem}")
     _check_query(scenario, path)
     _resolve_replay_paths(scenario.producers.rate, path.parent)
     try:
@@ -387,6 +501,47 @@ def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tupl
     return scenario, path, data
 
 
+def fits_this_machine(scenario: Scenario) -> list[tuple[str, str]]:
+    """(field, why) for each heap a run here would start that is larger than this machine's memory. Not part of
+    the model: a run directory judged again on a smaller machine (harness check) must still validate."""
+    total, problems = machine.memory_bytes(), []
+    where = f"more than this machine's memory ({machine.describe(total)})"
+    if spark_bytes(scenario.spark.driver_memory) > total:
+        problems.append(("spark.driver_memory", f"{quote(scenario.spark.driver_memory)} is {where}"))
+    spark = scenario.spark
+    if spark.standalone and (spark.workers * spark.worker_memory_mb) << 20 > total:
+        problems.append(("spark.worker_memory_mb", f"workers x worker_memory_mb = {spark.workers} x "
+                         f"{spark.worker_memory_mb} MiB is {where}; the run's workers run here"))
+    backend = scenario.backend
+    nodes, heap = getattr(backend, "nodes", None), getattr(backend, "heap_mb", None)
+    if getattr(backend, "mode", None) == "embedded" and nodes and heap and (nodes * heap) << 20 > total:
+        problems.append(("backend.heap_mb", f"nodes x heap_mb = {nodes} x {heap} MiB is {where}; the embedded "
+                         "brokers run here"))
+    return problems
+
+
+def read_toml(path: Path) -> dict:
+    """The file's TOML, every way it can fail being bad input named with the file: unreadable, a directory, not
+    UTF-8, not TOML, or nested so deep the parser runs out of stack."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at line {line}); TOML files are "
+                          "UTF-8: save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply (arrays or tables inside each other beyond what a TOML "
+                          "parser follows); a scenario is a few levels deep") from None
+
+
 def _check_query(scenario: Scenario, path: Path) -> None:
     """The named query must exist (a user's module is looked up next to the scenario file first) and accept
     its query_params (harness.queries: the contract)."""
@@ -394,6 +549,13 @@ def _check_query(scenario: Scenario, path: Path) -> None:
 
     if ":" in scenario.spark.query:
         importable(path.parent)
+    else:
+        from harness.queries import BUILT_IN
+
+        if scenario.spark.query not in BUILT_IN:
+            raise ConfigError(f"{path}: spark.query: unknown query {quote(scenario.spark.query)}"
+                              f"{did_you_mean(scenario.spark.query, BUILT_IN)} allowed: {', '.join(BUILT_IN)} or "
+                              "'package.module:function'")
     try:
         query = resolve(scenario.spark.query)
     except QueryError as exc:
@@ -419,21 +581,52 @@ def _resolve_replay_paths(spec: BaseModel, base: Path) -> None:
                 _resolve_replay_paths(item, base)
 
 
-def format_errors(path: Path | str, exc: ValidationError, model: type[BaseModel] = Scenario) -> str:
+def format_errors(path: Path | str, exc: ValidationError, model: type[BaseModel] = Scenario,
+                  overrides: list[tuple[list[str], str]] | None = None) -> str:
     """The traffic specs' rendering (producers.spec), plus what a scenario file's author needs: the keys allowed
-    where an unknown one was found, and the offending value."""
+    where an unknown one was found (the nearest first), the offending value (cut short), and, when the field was
+    set on the command line, the `--set` that set it rather than the file."""
     lines = []
     for err in exc.errors(include_url=False):
         if err["type"] == "extra_forbidden":
             allowed = _allowed_fields(model, list(err["loc"][:-1]))
-            msg = "unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+            msg = ("unknown key" + (did_you_mean(str(err["loc"][-1]), allowed) or (";" if allowed else ""))
+                   + (f" allowed: {', '.join(allowed)}" if allowed else ""))
+        elif err["type"] == "union_tag_invalid":  # a fault kind (or another kind-chosen table) not known
+            tag, expected = str(err["ctx"].get("tag")), str(err["ctx"].get("expected_tags", ""))
+            allowed = [t.strip().strip("'") for t in expected.split(",") if t.strip()]
+            msg = f"unknown kind {quote(tag)}{did_you_mean(tag, allowed)} allowed: {', '.join(allowed)}"
         else:
             msg = error_message(err)
+            given = err.get("input")
+            if err["type"] == "backend_kind" and isinstance(given, dict) and isinstance(given.get("kind"), str):
+                msg += did_you_mean(given["kind"], SPECS)
             if "input" in err and not isinstance(err["input"], dict):
-                msg += f" (got {err['input']!r})"
+                secret = is_secret_key(".".join(map(str, err["loc"])))  # harness.secrets: never echoed
+                msg += " (the value is a secret: not shown)" if secret else f" (got {quote(err['input'])})"
         where = field_path(err["loc"]) if err["loc"] else ""  # a whole-scenario check names its fields itself
-        lines.append(f"{path}: {where + ': ' if where else ''}{msg}")
+        named = tuple(err["loc"]) or tuple(msg.split(":")[0].split(" ")[0].split("."))  # "faults.0 (kind): ..."
+        source = _set_by(named, overrides or [])
+        origin = f"--set {quote(redacted_override(source))} (on {path})" if source else str(path)
+        lines.append(f"{origin}: {where + ': ' if where else ''}{msg}")
     return "\n".join(lines)
+
+
+def _set_by(loc: tuple, overrides: list[tuple[list[str], str]]) -> str | None:
+    """The `--set` text whose dotted key is the error's field, lies inside it or holds it; None for the file's."""
+    fields = [str(p) for p in loc if not str(p).startswith("function-")]
+    for parts, text in reversed(overrides):  # the last --set of a key is the one that stands
+        i = j = 0
+        while i < len(parts) and j < len(fields):
+            if parts[i] == fields[j]:
+                i, j = i + 1, j + 1
+            elif i and j + 1 < len(fields) and fields[j + 1] == parts[i]:
+                j += 1  # a union's tag in the error's location (faults.0.driver_kill.at_s)
+            else:
+                break
+        if i and (i == len(parts) or j == len(fields)):
+            return text
+    return None
 
 
 def _allowed_fields(model: type[BaseModel], loc: list[Any]) -> list[str]:
@@ -482,6 +675,6 @@ def validate_resolved(data: dict, where: str) -> Scenario:
     """A scenario as a run recorded it resolved (scenario.json's `resolved`), validated again: ConfigError naming
     `where` and the field when it no longer is one."""
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, context={RECORDED: True})  # its setting names were checked at its start
     except ValidationError as exc:
         raise ConfigError(format_errors(where, exc)) from None

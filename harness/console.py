@@ -1,16 +1,31 @@
-"""Terminal output: live progress (rich) for people, a few plain lines when quiet (CI, pipes)."""
+"""Terminal output: live progress (rich) for people, a few plain lines when quiet (CI, pipes); every line also
+kept, as plain text, in the run directory's console.log."""
 from __future__ import annotations
 
+import io
 import os
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 from rich.console import Console as RichConsole
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.check import status_of
+from harness.secrets import scrub
+from harness.wording import PROCESSING_RATE
+
+
+# lines held for a run directory not named yet: a command that never names one (bench, a server) keeps a bounded tail
+HELD_MAX_CHARS = 1_000_000
+
+
+def _plain_console(file, width: int) -> RichConsole:
+    """The console.log side: no colour codes, the terminal's width, so its lines are the lines the user saw."""
+    return RichConsole(file=file, color_system=None, width=width, highlight=False, soft_wrap=True,
+                       force_terminal=False, force_jupyter=False, emoji=False)
 
 
 def is_quiet() -> bool:
@@ -31,15 +46,43 @@ class _Bar:
 
 
 class Console:
+    """What the harness tells the user. Every line also goes, as plain text without colour, to the run's own
+    `console.log` (`log_to`): a run directory read later, or a CI artifact, shows what the terminal showed.
+    Lines printed before the run directory exists are held and written when it is named."""
+
     def __init__(self, quiet: bool | None = None):
         self.quiet = is_quiet() if quiet is None else quiet
         self.rich = RichConsole(highlight=False, soft_wrap=True)
+        self._plain = _plain_console(io.StringIO(), self.rich.width)
+
+    def log_to(self, path: Path) -> None:
+        """From now on (and the lines held since the last log ended) also into `path`."""
+        held = self._plain.file.getvalue() if isinstance(self._plain.file, io.StringIO) else ""
+        fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by end_log
+        fh.write(held)
+        fh.flush()
+        self._plain = _plain_console(fh, self.rich.width)
+
+    def end_log(self) -> None:
+        """The run's console.log complete: closed; the next lines are held for the next run's."""
+        if not isinstance(self._plain.file, io.StringIO):
+            self._plain.file.close()
+        self._plain = _plain_console(io.StringIO(), self.rich.width)
+
+    def _print(self, obj, markup: bool = True) -> None:
+        if isinstance(obj, str):
+            obj = scrub(obj)  # a line may quote a setting or an error that echoes one: no secret (harness.secrets)
+        self.rich.print(obj, markup=markup)
+        self._plain.print(obj, markup=markup)
+        self._plain.file.flush()
+        if isinstance(self._plain.file, io.StringIO) and self._plain.file.tell() > HELD_MAX_CHARS:
+            self._plain = _plain_console(io.StringIO(), self.rich.width)  # no run is coming to take them
 
     def info(self, text: str) -> None:
-        self.rich.print(text, markup=False)
+        self._print(text, markup=False)
 
     def warn(self, text: str) -> None:
-        self.rich.print(f"[yellow]warning:[/yellow] {text}")
+        self._print(f"[yellow]warning:[/yellow] {text}")
 
     @contextmanager
     def step(self, what: str):
@@ -75,8 +118,8 @@ class Console:
         for check in result["checks"]:
             mark = {"pass": "[green]yes[/green]", "fail": "[red]NO[/red]", "unknown": "[yellow]unknown[/yellow]",
                     "not required": "[dim]not required[/dim]"}[status_of(check)]
-            table.add_row(check["name"], mark, check["detail"])
-        self.rich.print(table)
+            table.add_row(check["name"], mark, scrub(check["detail"]))
+        self._print(table)
         if result.get("unjudged_reason"):
             self.warn(f"the run could not be judged: {result['unjudged_reason']}")
         self.info(f"produced {c['produced']:,}  acked {c['acked']:,}  delivered {c['delivered_unique']:,}  "
@@ -90,7 +133,8 @@ class Console:
             self.info(f"query: {q.get('name')} killed {q.get('kills', 0)}x, restarted {q.get('restarts', 0)}x"
                       + (f", ended with {q.get('error_class') or 'an error'}" if q.get("error") else ""))
         self.info(f"throughput: produce {thr['produce_eps']:,.0f} ev/s (target {thr['target_eps']:,.0f}), "
-                  f"Spark {thr['process_rps']:,.0f} rows/s over {result['batches']} batches")
+                  f"Spark's {PROCESSING_RATE} {thr['process_rps']:,.0f} rows/s (per second of batch time, not "
+                  f"wall time) over {result['batches']} batches")
         steady, start = result.get("steady") or {}, result.get("startup") or {}
         self.info("end-to-end latency ms" + (f" (steady from {steady['from_s']:.0f} s)" if steady else "") + ": "
                   + "  ".join(f"{k} {v:,.1f}" for k, v in lat.items()))

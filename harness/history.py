@@ -208,3 +208,32 @@ def load_acks(producer_dir: Path) -> pd.DataFrame:
     acks["error"] = acks["error"].astype("string")
     acks["produce_ms"] = acks["ack_ms"] - acks["latency_us"] / 1000.0
     return acks
+
+
+def torn_tail(path: Path) -> dict | None:
+    """What the readers above leave out of one history file, said rather than skipped silently (result.json
+    `unreadable`): a torn last batch of an IPC stream or a torn last CSV row (a producer killed mid-write).
+    {"file", "count" (1), "detail"}, or None when the file reads to its end. Memory-mapped: batches are walked,
+    not read, so a long run's history costs only its metadata pages."""
+    path = Path(path)
+    if path.suffix != ".arrows":
+        data = path.read_bytes()
+        torn = len(data) - (data.rfind(b"\n") + 1)
+        return None if not torn else {"file": path.name, "count": 1, "detail": f"a torn last row ({torn} bytes "
+                                      "after the last full line, as by a process stopped mid-write); left out"}
+    batches = 0
+    try:
+        with pa.memory_map(str(path), "r") as source:
+            if source.size() == 0:
+                return None
+            reader = ipc.open_stream(source)
+            while True:
+                try:
+                    reader.read_next_batch()
+                except StopIteration:
+                    return None
+                batches += 1
+    except (pa.ArrowInvalid, OSError) as exc:
+        return {"file": path.name, "count": 1,
+                "detail": f"unreadable after {batches} complete batches ({type(exc).__name__}: {str(exc)[:200]}): "
+                          "a torn last batch, as by a process stopped mid-write; its acks left out"}

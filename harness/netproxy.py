@@ -140,8 +140,10 @@ class Conn:
         self.head += data
         try:
             self.header = parse_request_header(self.head)
-        except ValueError:
-            self.header = {"client_id": None, "error": "not a Kafka request"}
+        except ValueError:  # a TLS record (0x16 0x03: a handshake) is no request: its size would be over 300 MB
+            tls = self.head[:2] == b"\x16\x03"
+            self.header = {"client_id": None, "error": "TLS: the request is encrypted (no client.id)" if tls
+                           else "not a Kafka request"}
         if self.header is None and (not data or len(self.head) > CHUNK):
             self.header = {"client_id": None, "error": "no complete request header"}
         return self.header is not None

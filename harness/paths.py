@@ -1,11 +1,27 @@
-"""Where things live: the repo, the cache outside git, the runs directory."""
+"""Where things live: the scenarios, the cache outside git, the runs directory.
+
+The same code runs from a repository checkout (an editable install) and from an installed wheel, so nothing here
+may assume the repository is there: in a wheel, `REPO` is site-packages. The shipped scenarios are the
+repository's top-level scenarios/ folder in a checkout, and the package data `harness/scenarios/` in a wheel
+(pyproject.toml maps one onto the other). Runs go under the current directory, as any command-line tool writes
+its output: never into site-packages or into the checkout a user happens to have installed from.
+"""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-SCENARIOS_DIR = REPO / "scenarios"
+PACKAGE = Path(__file__).resolve().parent
+REPO = PACKAGE.parent  # the checkout's root; site-packages when installed from a wheel
+
+
+def shipped_scenarios_dir(package: Path = PACKAGE) -> Path:
+    """The scenarios the harness ships: inside the installed package (a wheel), else the checkout's scenarios/."""
+    installed = package / "scenarios"
+    return installed if installed.is_dir() else package.parent / "scenarios"
+
+
+SCENARIOS_DIR = shipped_scenarios_dir()
 
 
 def cache_dir() -> Path:
@@ -18,4 +34,5 @@ def cache_dir() -> Path:
 
 
 def runs_dir() -> Path:
-    return Path(os.environ.get("HARNESS_RUNS") or REPO / "runs")
+    """$HARNESS_RUNS, else ./runs under the current directory (absolute, so a later chdir changes nothing)."""
+    return Path(os.environ.get("HARNESS_RUNS") or Path.cwd() / "runs").absolute()

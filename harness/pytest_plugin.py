@@ -1,19 +1,25 @@
 """The harness inside a team's own pytest suite (registered as a `pytest11` entry point: installing the package is
 enough, nothing to import in a conftest).
 
+Every fixture's name starts with `harness_`: a plugin's fixtures share one namespace with every other installed
+plugin's, and the first names this plugin used collided (pytest-spark's `spark_session`: whichever plugin loaded
+last silently replaced the other's). A team that wants shorter names aliases them in its conftest
+(`def spark(harness_spark_session): return harness_spark_session`).
+
 Fixtures (session-scoped where start-up costs seconds; every process under a harness Supervisor, stopped at
 session end, also on Ctrl-C, and killed by the kernel with pytest if pytest itself dies):
 
-- `kafka_cluster`: one embedded KRaft broker (`harness.backends.kafka.embedded.EmbeddedKafka`: `.bootstrap`,
-  `.create_stream(name, partitions, config)`, `.end_offsets(name)`) shared by the session; tests share it, so
-  each test uses topic names of its own.
-- `kafka_cluster_factory(nodes=3)`: a cluster of that many nodes, started once per node count and shared by
-  the session. A factory rather than a marker because a marker can only be read by function-scoped fixtures,
+- `harness_kafka_cluster`: one embedded KRaft broker (`harness.backends.kafka.embedded.EmbeddedKafka`:
+  `.bootstrap`, `.create_stream(name, partitions, config)`, `.end_offsets(name)`) shared by the session; tests
+  share it, so each test uses topic names of its own.
+- `harness_kafka_cluster_factory(nodes=3)`: a cluster of that many nodes, started once per node count and shared
+  by the session. A factory rather than a marker because a marker can only be read by function-scoped fixtures,
   while a team's own module- or session-scoped fixtures need the cluster too.
-- `eventhubs_emulator`: the project's Event Hubs emulator as a supervised process (`EventHubsEmulator`:
+- `harness_eventhubs_emulator`: the project's Event Hubs emulator as a supervised process (`EventHubsEmulator`:
   `.connection_string(hub)`, `.create_hub(name, partitions)`, `.control(path, body)` for its faults).
-- `spark_session`: local[2] with the harness's BASE_CONF and the Kafka connector's jars, PYSPARK_PYTHON set to
-  this interpreter; `spark_session_conf` (override it) adds settings.
+- `harness_spark_session`: local[2] with the harness's BASE_CONF and the Kafka connector's jars, PYSPARK_PYTHON
+  set to this interpreter; `harness_spark_session_conf` (override it) adds settings.
+- `harness_supervisor`: the Supervisor all of the above run under.
 - `harness_run(scenario, **overrides) -> HarnessRun`: one `harness run`, by name (the harness's scenarios/) or
   path (a team's own file: relative to the current directory, the rootdir or the test file), overrides as
   dotted keys (`**{"producers.duration_s": 10}`, or `producers__duration_s=10`) or nested dicts
@@ -108,7 +114,9 @@ def failure_message(result: RunResult) -> str:
     log = getattr(result, "log_path", None)
     if log is not None:
         lines.append(f"runner log: {log}")
-    return "\n".join(lines)
+    from harness.secrets import scrub
+
+    return scrub("\n".join(lines))  # an error quoted from the run may echo a setting: no secret (harness.secrets)
 
 
 def assert_passed(result: RunResult) -> None:
@@ -200,7 +208,8 @@ class HarnessRunner:
             out = self.runs_dir / f"{self.count:02d}-{stem}"
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "harness", "run", arg, "--out", str(out)]
+        # --replace: a --harness-runs-dir kept from an earlier session holds the same names (harness.outdir)
+        argv = [sys.executable, "-m", "harness", "run", arg, "--out", str(out), "--replace"]
         for text in override_args(overrides):
             argv += ["--set", text]
         full_env = dict(os.environ)
@@ -304,9 +313,9 @@ def harness_supervisor():
 
 
 @pytest.fixture(scope="session")
-def kafka_cluster_factory(harness_supervisor, tmp_path_factory):
-    """`kafka_cluster_factory(nodes=3)`: an embedded KRaft cluster of that many nodes, started at its first use
-    and shared by the session (one per node count)."""
+def harness_kafka_cluster_factory(harness_supervisor, tmp_path_factory):
+    """`harness_kafka_cluster_factory(nodes=3)`: an embedded KRaft cluster of that many nodes, started at its
+    first use and shared by the session (one per node count)."""
     from harness.backends.kafka.embedded import EmbeddedKafka
 
     clusters: dict[int, EmbeddedKafka] = {}
@@ -324,13 +333,14 @@ def kafka_cluster_factory(harness_supervisor, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def kafka_cluster(kafka_cluster_factory):
+def harness_kafka_cluster(harness_kafka_cluster_factory):
     """One embedded broker for the session (`.bootstrap` is its bootstrap.servers)."""
-    return kafka_cluster_factory(1)
+    return harness_kafka_cluster_factory(1)
 
 
 @pytest.fixture(scope="session")
-def eventhubs_emulator(harness_supervisor, tmp_path_factory):
+def harness_eventhubs_emulator(harness_supervisor, tmp_path_factory):
+    """The project's Event Hubs emulator on loopback with hub `eh1` (4 partitions), shared by the session."""
     from harness.backends.eventhubs.emulated import EmulatedEventHubs
 
     backend = EmulatedEventHubs("eh1", 4)
@@ -340,13 +350,13 @@ def eventhubs_emulator(harness_supervisor, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def spark_session_conf() -> dict[str, str]:
-    """Override in a conftest to add Spark settings to `spark_session` (they win over the harness's)."""
+def harness_spark_session_conf() -> dict[str, str]:
+    """Override in a conftest to add Spark settings to `harness_spark_session` (they win over the harness's)."""
     return {}
 
 
 @pytest.fixture(scope="session")
-def spark_session(tmp_path_factory, spark_session_conf):
+def harness_spark_session(tmp_path_factory, harness_spark_session_conf):
     """local[2] as the harness runs queries (BASE_CONF: loopback, no UI, UTC), with Spark's Kafka source on the
     classpath. Its JVM is PySpark's gateway process, which exits when this Python process does."""
     from pyspark.sql import SparkSession
@@ -359,7 +369,7 @@ def spark_session(tmp_path_factory, spark_session_conf):
     conf = dict(BASE_CONF)
     conf["spark.jars"] = ",".join(str(j) for j in resolve("spark-kafka"))
     conf["spark.local.dir"] = str(tmp_path_factory.mktemp("spark-local"))
-    conf.update(spark_session_conf)
+    conf.update(harness_spark_session_conf)
     builder = SparkSession.builder.master("local[2]").appName("harness-pytest")
     for k, v in conf.items():
         builder = builder.config(k, v)

@@ -130,6 +130,13 @@ class RunResult(BaseModel):
     end_offsets: dict[str, int] = Field(default_factory=dict)
     run_dir: str = ""
     versions: dict[str, str] = Field(default_factory=dict)
+    # the checks the scenario's runs are judged by (harness.checkers.catalogue): junit.xml's cases, in every run
+    expected_checks: list[str] = Field(default_factory=list)
+    # what the run ran on, recorded at run time (harness.environment): harness commit, Java, Kafka, cores
+    environment: dict[str, str] = Field(default_factory=dict)
+    # what the judge could not read and left out: torn JSON lines, sink files the log lists but the run
+    # directory lacks (harness.jsonl.unreadable, harness.sink.missing_files), each {file, count, detail, ...}
+    unreadable: list[dict[str, Any]] = Field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import atomic
+from harness import atomic, environment, nospace, outdir, secrets
 from harness.backends import make_backend
 from harness.backends.base import Backend
 from harness.config import Scenario, is_cluster_master, load_scenario
@@ -35,7 +35,7 @@ from harness.sink import record_commit_times
 from harness.soak.plan import resolve as resolve_soak
 from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
-from harness.supervisor import Supervisor
+from harness.supervisor import StoppedBySignal, Supervisor
 from harness.timeline import Timeline
 from harness.result import RunResult
 from harness.soak.checks import baseline_check
@@ -57,7 +57,10 @@ class RunOutcome:
 
 
 def new_run_dir(name: str, out: Path | None) -> Path:
+    """`out` (which must be new or empty: harness.outdir; `--replace` empties it first), else a new directory
+    under runs/ named by the time and the scenario."""
     if out is not None:
+        outdir.check(out)
         out.mkdir(parents=True, exist_ok=True)
         return out
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
@@ -91,8 +94,10 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     compare's thresholds): the result gains a `baseline` check."""
     console = console or Console()
     run_dir = new_run_dir(scenario.name, out)
-    atomic.write_json(run_dir / "scenario.json", {"file": str(path), "overrides": overrides or [],
-                                                  "resolved": scenario.model_dump(mode="json")})
+    console.log_to(run_dir / "console.log")
+    atomic.write_json(run_dir / "scenario.json", {  # a record: secrets as *** (harness.secrets)
+        "file": str(path), "overrides": [secrets.redacted_override(o) for o in overrides or []],
+        "resolved": secrets.redacted(scenario.model_dump(mode="json"))})
     console.info(f"run directory: {run_dir}")
     t0 = time.time()
     with Supervisor(uuid.uuid4().hex) as sup:
@@ -108,24 +113,35 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
                 phase(ctx)
         except InputError:  # refused before any traffic (e.g. a fault the principal may not apply): exit 2
             raise
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (StoppedBySignal): not judged
             ctx.state.interrupted = True
-            ctx.state.error = "interrupted (Ctrl-C / SIGTERM): processes stopped, partial results kept"
-            ctx.timeline.add("interrupted")
+            how = str(exc) if isinstance(exc, StoppedBySignal) else "interrupted (Ctrl-C)"
+            ctx.state.error = f"{how}: processes stopped, partial results kept"
+            _note(ctx, "interrupted", reason=how)
             console.warn(ctx.state.error)
         except Exception as exc:  # a failed run still gets its result.json with the reason
-            ctx.state.error = f"{type(exc).__name__}: {exc}"
-            ctx.timeline.add("error", error=ctx.state.error)
+            ctx.state.error = _with_cause(ctx, f"{type(exc).__name__}: {exc}")
+            _note(ctx, "error", error=ctx.state.error)
             console.warn(ctx.state.error)
         finally:
             stop_everything(ctx)
     ctx.state.elapsed_s = time.time() - t0
     ctx.state.ended_at = time.time()
-    ctx.state.write(run_dir / "run_state.json")
-    result, problems = record(judge(scenario, run_dir, ctx.state), run_dir, baseline)
+    try:
+        ctx.state.write(run_dir / "run_state.json")
+        environment.record(run_dir, ctx.state.backend)  # what it ran on, before the judge reads it
+        result, problems = record(judge(scenario, run_dir, ctx.state), run_dir, baseline)
+    except OSError as exc:  # a full disk: the cause said, no partial file left (harness.atomic)
+        console.warn(f"writing the run's results in {run_dir} failed: {exc}")
+        console.end_log()
+        return RunOutcome(run_dir, {"verdict": "unjudged", "unjudged_reason": str(exc)},
+                          130 if ctx.state.interrupted else 1)
     for problem in problems:
         console.warn(problem)
+    for item in result.get("unreadable") or []:
+        console.warn(f"unreadable: {item['file']}: {item['detail']}")
     console.summary(result, run_dir)
+    console.end_log()
     code = 130 if ctx.state.interrupted else (0 if result["verdict"] == "pass" else 1)
     return RunOutcome(run_dir, result, code)
 
@@ -271,6 +287,7 @@ def run_traffic(ctx: RunContext) -> None:
     duration = s.producers.warmup_s + s.producers.duration_s
     with ctx.console.progress("traffic", duration) as bar:
         def tick():
+            nospace.check_free(ctx.run_dir)  # a full disk stops the run now, named (harness.nospace)
             ctx.query_watch = _supervise_query(ctx)
             _stop_if_failing(ctx)
             live = fleet.live()
@@ -298,6 +315,7 @@ def settle_faults(ctx: RunContext) -> None:
     if nemesis is not None:
         deadline = ctx.traffic_start + nemesis.end_s + 120.0
         while nemesis.is_alive() and time.time() < deadline:
+            nospace.check_free(ctx.run_dir)
             _supervise_query(ctx)
             time.sleep(0.25)
         nemesis.finish(timeout=1.0)
@@ -315,7 +333,7 @@ def drain(ctx: RunContext) -> None:
     s, query = ctx.scenario, ctx.query
     assert query is not None
     if ctx.state.failed_as_declared:
-        ctx.state.drain_detail = "not drained: the query stopped with the failure a fault declared"
+        ctx.state.drain_detail = "nothing to drain: the query stopped with the failure a fault declared"
         return
     ends = ctx.backend.end_offsets(s.stream.name)
     ctx.state.end_offsets = {str(p): o for p, o in ends.items()}
@@ -333,7 +351,7 @@ def drain(ctx: RunContext) -> None:
     why = status.get("error") or (f"it stopped having read up to {status['ends']}, short of {ends}"
                                   if status.get("state") == "finished" else "")
     ctx.state.drain_detail = (f"query reached end offsets {ends}" if ctx.state.drained else
-                                 f"query state {status.get('state')!r}, exit {code}: {str(why)[:500]}")
+                              _with_cause(ctx, f"query state {status.get('state')!r}, exit {code}: {str(why)[:500]}"))
     if status.get("state") == "failed" and _declared_failure(ctx, status.get("error") or ""):
         ctx.state.failed_as_declared = True
     ctx.timeline.add("query_stopped", state=status.get("state"), exit=code)
@@ -365,7 +383,10 @@ def stop_everything(ctx: RunContext) -> None:
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()  # last started, first stopped: the driver, the workers, then the master
         ctx.backend.stop()
-    record_commit_times(ctx.run_dir / "sink")  # the run directory keeps them when copied without mtimes
+    try:  # the run directory keeps them when copied without mtimes
+        record_commit_times(ctx.run_dir / "sink")
+    except OSError as exc:  # a full disk: said, and the rest still stopped and recorded
+        ctx.console.warn(f"recording the sink's commit times failed: {exc}")
     cluster, ctx.cluster = ctx.cluster, None
     if cluster is not None:
         ctx.state.spark_cluster = cluster.describe()
@@ -380,6 +401,23 @@ def stop_everything(ctx: RunContext) -> None:
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
+def _note(ctx: RunContext, event: str, **fields) -> None:
+    """A timeline line on the way out of a failed run: a full disk must not turn the failure into a traceback."""
+    try:
+        ctx.timeline.add(event, **fields)
+    except OSError:
+        pass
+
+
+def _with_cause(ctx: RunContext, error: str) -> str:
+    """`error`, led by its cause when that was a full disk (harness.nospace): found in the error, the query's
+    recorded error or the end of the driver's and the producers' logs, where a truncated message loses it."""
+    status = ctx.query.status() if ctx.query is not None else {}
+    logs = [ctx.run_dir / "spark" / "driver.log", *sorted((ctx.run_dir / "producers").glob("*.log"))]
+    full = nospace.cause(ctx.run_dir, [error, status.get("error")], logs)
+    return f"{full}: {error}" if full and "no space left on device under" not in error else error
+
+
 def _supervise_query(ctx: RunContext) -> str:
     """The production supervisor's job: restart a query a fault killed; a query that failed on its own ends the
     run, unless a fault declared exactly that failure (then the run goes on without it)."""
@@ -436,7 +474,8 @@ def _producer_job(scenario: Scenario, backend: Backend) -> dict:
     return {
         "backend": backend.kind, "sender": scenario.backend.sender, "placement": scenario.backend.placement,
         "stream": scenario.stream.name, "partitions": scenario.stream.partitions,
-        "settings": settings, "processes": p.processes, "users": p.users, "batch_size": p.batch_size,
+        "settings": secrets.referenced(settings),  # secrets as ${VAR} references the producer processes expand
+        "processes": p.processes, "users": p.users, "batch_size": p.batch_size,
         "duration_s": p.duration_s, "warmup_s": p.warmup_s, "max_backlog_s": p.max_backlog_s, "seed": scenario.seed,
         "rate": p.rate.model_dump(mode="json"), "keys": p.keys.model_dump(mode="json"),
         "payload": p.payload.model_dump(mode="json"), "locust_master": p.locust_master,

@@ -19,7 +19,7 @@ class RunState:
     drained: bool = False  # the query reached the end offsets taken after the traffic and stopped
     drain_detail: str = "not reached"
     error: str | None = None  # what went wrong with the run itself (then the verdict says so)
-    interrupted: bool = False  # Ctrl-C / SIGTERM
+    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP: the run is then not judged (`error` says which)
     backend: dict[str, Any] = field(default_factory=dict)  # the service as it described itself
     end_offsets: dict[str, int] = field(default_factory=dict)  # per partition, taken after the traffic
     scenario_dir: str | None = None  # where a user's query module sits

@@ -4,7 +4,8 @@ Only files listed in the sink's own log count (that log is what makes the file s
 id is skipped). Each batch's log file is written when that batch commits, so its modification time is the moment
 the batch's rows became visible: the end of the end-to-end latency. A copy of the run directory need not keep
 modification times (git does not, nor a plain `cp -r`), so the run writes them down when the query has stopped
-(`_commit_times.json` beside the log, `record_commit_times`), and readers take them from there.
+(`_commit_times.json` beside the log, `record_commit_times`), and readers take them from there. For the same
+reason the log's absolute paths are only read as paths below the sink: a run directory judges its own files.
 """
 from __future__ import annotations
 
@@ -34,8 +35,21 @@ def record_commit_times(sink: Path) -> None:
 
 def batch_log(sink: Path) -> list[tuple[int, float, list[str]]]:
     """[(batch id, commit time ms, [data files added])], oldest first; compacted logs contribute new files only.
-    Commit times as recorded (`_commit_times.json`), else, for a batch committed since (a soak still running),
-    as the log file's modification time."""
+    Each file is read inside `sink` itself (`inside`), never where the log says it was written: a file the log
+    lists that is not there is left out (its rows are then missing, as lost data is) and named by
+    `missing_files`. Commit times as recorded (`_commit_times.json`), else, for a batch committed since (a soak
+    still running), as the log file's modification time."""
+    return [(b, t, [path for _, path in files if path is not None]) for b, t, files in _log(sink)]
+
+
+def missing_files(sink: Path) -> list[dict]:
+    """The data files the sink's log lists that are not in `sink` (a copied run directory missing some): each as
+    {"file": its path below the sink, "batch": the batch that wrote it}."""
+    return [{"file": listed, "batch": b} for b, _, files in _log(sink) for listed, path in files if path is None]
+
+
+def _log(sink: Path) -> list[tuple[int, float, list[tuple[str, str | None]]]]:
+    """[(batch id, commit ms, [(the file's path below the sink, its local path there or None when absent)])]."""
     meta = sink / "_spark_metadata"
     if not meta.is_dir():
         return []
@@ -60,26 +74,31 @@ def batch_log(sink: Path) -> list[tuple[int, float, list[str]]]:
             if rec.get("action", "add") != "add" or rec["path"] in seen:
                 continue
             seen.add(rec["path"])
-            files.append(relocated(rec["path"], sink))
+            files.append(inside(rec["path"], sink))
         out.append((batch_id, recorded[batch_id] if batch_id in recorded else f.stat().st_mtime * 1000.0, files))
     return out
 
 
-def relocated(path: str, sink: Path) -> str:
-    """A data file the log names, where it is now: Spark's log keeps absolute paths, so a run directory copied or
-    moved elsewhere finds its files by their path below the sink (the longest tail of the recorded path that
-    exists under `sink`, partition directories included). A path outside the local file system is kept."""
+def inside(path: str, sink: Path) -> tuple[str, str | None]:
+    """A data file the log names, as (its path below the sink root, its file URI in `sink` or None if absent).
+
+    Spark's log keeps the absolute path the file was written to; a run directory must judge its own files, also
+    when copied or moved (a CI artifact downloaded elsewhere), so the recorded path only says where below the
+    sink root the file is, never where to read it. The root is the last component named as `sink` is (the run
+    directory's `sink/`), else the file's name with the partition directories (`column=value`) Spark writes
+    above it. A path outside the local file system (another scheme) is kept as it is."""
     if urlparse(path).scheme not in ("file", ""):
-        return path
-    local = local_path(path)
-    if Path(local).exists():
-        return path
-    parts = Path(local).parts
-    for i in range(1, len(parts)):  # the longest tail first
-        candidate = sink.joinpath(*parts[i:])
-        if candidate.exists():
-            return str(candidate)
-    return path
+        return path, path
+    parts = Path(local_path(path)).parts
+    if sink.name in parts[:-1]:
+        tail = parts[len(parts) - 1 - parts[:-1][::-1].index(sink.name):]
+    else:
+        start = len(parts) - 1
+        while start > 1 and "=" in parts[start - 1]:
+            start -= 1
+        tail = parts[start:]
+    candidate = sink.joinpath(*tail)  # as a file URI again: readers take local_path() of it, as of the log's
+    return "/".join(tail), (candidate.absolute().as_uri() if candidate.is_file() else None)
 
 
 def local_path(path: str) -> str:

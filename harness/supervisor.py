@@ -108,10 +108,12 @@ class Supervisor:
             self.stop(child, timeout)
 
     # Signals: the first Ctrl-C raises KeyboardInterrupt in the main thread (the runner then stops children and
-    # writes what it has); SIGTERM is turned into the same path.
+    # writes what it has); SIGTERM and SIGHUP (a closed terminal, a CI job cancelled) are turned into the same
+    # path, as StoppedBySignal naming the signal.
     def __enter__(self) -> "Supervisor":
         if threading.current_thread() is threading.main_thread():
-            self._old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise_interrupt)
+            for sig in STOP_SIGNALS:
+                self._old_handlers[sig] = signal.signal(sig, _raise_interrupt)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -123,8 +125,19 @@ class Supervisor:
             self._old_handlers.clear()
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class StoppedBySignal(KeyboardInterrupt):
+    """The run stopped from outside by a signal (SIGTERM, SIGHUP): Ctrl-C's path, with the signal's name."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+
 def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise StoppedBySignal(signum)
 
 
 def _signal_group(pid: int, sig: int) -> None:

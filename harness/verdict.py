@@ -3,8 +3,11 @@ view of the run (the producers' history reconciled with the sink, the faults' de
 record and what the runner found, run_state.json), and the run's figures (harness.analysis) in the one typed
 result.
 
-Whatever goes wrong while judging (a malformed sink row, a missing file) still yields a result: `unjudged`, with
-the reason, and every figure computed before the problem.
+Whatever goes wrong while judging (a malformed sink row, an unreadable file) still yields a result: `unjudged`,
+with the reason, and every figure computed before the problem. A run stopped from outside (Ctrl-C, SIGTERM,
+SIGHUP) is `unjudged` too, with its figures and no checks: what it measured is partial, so no check can pass or
+fail on it. What could not be read and was left out (a torn line, a sink file the directory lacks) is listed in
+`unreadable`, never skipped silently.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness import atomic, clocks
+from harness import atomic, clocks, environment
 from harness.analysis.consumers import consumer_summary, read_connections
 from harness.analysis.lag import lag_series, lag_summary
 from harness.analysis.producers import rate_accuracy, skew_section
@@ -22,11 +25,15 @@ from harness.analysis.series import build_series
 from harness.analysis.spark_tasks import placement_summary, placement_tasks
 from harness.check import Check, verdict_of
 from harness.checkers import Checker, batch_cap, events, faults, oracle, run as run_checks, source, sustained
+from harness.checkers.catalogue import check_names
 from harness.checkers.view import RunView, Unjudgeable, read_faults, read_run
 from harness.config import Scenario
+from harness.history import torn_tail
+from harness.jsonl import unreadable_in
 from harness.queries import resolve
 from harness.result import RunResult
 from harness.runstate import RunState
+from harness.sink import missing_files
 from harness.soak.checks import soak
 
 # the verdict, in the order result.json lists its checks
@@ -43,8 +50,11 @@ def judge(scenario: Scenario, run_dir: Path, state: RunState | dict,
     result = RunResult(scenario=scenario.name, backend=scenario.backend.kind, verdict="unjudged",
                        run_dir=str(run_dir), duration_s=round(state.elapsed_s, 3),
                        traffic_s=scenario.producers.duration_s, backend_info=state.backend,
-                       end_offsets={str(k): v for k, v in state.end_offsets.items()}, versions=_versions())
+                       end_offsets={str(k): v for k, v in state.end_offsets.items()}, versions=_versions(),
+                       environment=environment.read(run_dir))
     describe_query(result, scenario, state)
+    result.expected_checks = check_names(scenario)  # junit.xml lists them all, judged or not
+    result.unreadable = unreadable(run_dir)
     try:
         query_def = resolve(scenario.spark.query)
         result.query.oracle = str(query_def.oracle)
@@ -53,6 +63,9 @@ def judge(scenario: Scenario, run_dir: Path, state: RunState | dict,
         view = read_run(scenario, run_dir, state, query_def, oracle.oracle_for(query_def.oracle), fault_facts,
                         clock_threshold_ms)
         fill_figures(result, view)  # kept when a checker then cannot judge
+        if state.interrupted:  # stopped from outside (Ctrl-C, SIGTERM, SIGHUP): what was measured, no verdict
+            result.unjudged_reason = state.error or "interrupted"
+            return result
         checks = [c for checker in CHECKERS for c in checker(view)]
         result.oracle = view.oracle_outcome
         result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
@@ -60,10 +73,30 @@ def judge(scenario: Scenario, run_dir: Path, state: RunState | dict,
     except Exception as exc:  # noqa: BLE001 - the run still gets its result.json, saying why it is unjudged
         result.verdict = "unjudged"
         result.unjudged_reason = str(exc) if isinstance(exc, Unjudgeable) else f"{type(exc).__name__}: {exc}"
-        (run_dir / "judge-error.txt").write_text(traceback.format_exc())
-        if state.error:  # what went wrong with the run itself is still said
+        if state.interrupted:
+            result.unjudged_reason = f"{state.error or 'interrupted'}; {result.unjudged_reason}"
+        try:
+            atomic.write_text(run_dir / "judge-error.txt", traceback.format_exc())
+        except OSError as write_exc:  # a full disk: said here, and result.json (if it can be written) says why
+            print(f"error: writing {run_dir / 'judge-error.txt'} failed: {write_exc}", file=sys.stderr)
+        if state.error and not state.interrupted:  # what went wrong with the run itself is still said
             result.checks = [Check("completed", False, state.error).as_dict()]  # type: ignore[list-item]
     return result
+
+
+def unreadable(run_dir: Path) -> list[dict]:
+    """What the judge leaves out because it cannot be read (result.json `unreadable`): sink files the log lists
+    that the run directory lacks (their rows count as lost), the producers' ack logs' torn tails, then torn or
+    garbled JSON lines."""
+    out = [{"file": f"sink/{m['file']}", "count": 1, "batch": m["batch"],
+            "detail": f"listed in sink/_spark_metadata (batch {m['batch']}) but not in this run directory's sink/: "
+                      "its rows are missing (counted as lost)"} for m in missing_files(run_dir / "sink")]
+    producers = run_dir / "producers"
+    for path in sorted(producers.rglob("acks-*.arrows")) + sorted(producers.rglob("acks-*.csv")):
+        torn = torn_tail(path)
+        if torn:
+            out.append({**torn, "file": str(path.relative_to(run_dir))})
+    return out + unreadable_in(run_dir)
 
 
 def describe_query(result: RunResult, scenario: Scenario, state: RunState) -> None:
@@ -130,7 +163,7 @@ def fill_figures(result: RunResult, run: RunView) -> None:
                                            if m.corrected and m.offset_ms})
         accuracy = rate_accuracy(per_second, rate, run.fleet.job.get("start_at", 0.0), warmup + duration,
                                  rec.produced)
-        (run_dir / "producers" / "per_second.json").write_text(json.dumps(per_second))
+        atomic.write_text(run_dir / "producers" / "per_second.json", json.dumps(per_second))
     result.producers = {**run.producers, **skew_section(run.producers), **accuracy}
     if run.clocks:
         result.producers["clocks"] = run.clocks

@@ -60,7 +60,12 @@ WORKER = _Worker()
 
 
 def _master_job() -> dict:
-    return json.loads(Path(os.environ["HARNESS_PRODUCER_JOB"]).read_text())
+    """The job as a worker needs it: a worker on another machine lacks the master's environment, so the settings'
+    secret references (harness.secrets) travel expanded, over the master's own connection, never into a file."""
+    from harness.secrets import expand_all
+
+    job = json.loads(Path(os.environ["HARNESS_PRODUCER_JOB"]).read_text())
+    return dict(job, settings=expand_all(job.get("settings") or {}))
 
 
 @events.init.add_listener

@@ -45,7 +45,10 @@ def make_sender(job: dict, acks: AckWriter, stats: SecondStats) -> Sender:
     backend's spec)."""
     from harness.backends import spec_for
 
+    from harness.secrets import expand_all
+
     module, _, name = (job.get("sender") or spec_for(job["backend"]).sender).partition(":")
+    job = dict(job, settings=expand_all(job.get("settings") or {}))  # secrets come as ${VAR} (harness.secrets)
     return getattr(importlib.import_module(module), name).from_job(job, acks, stats)
 
 

@@ -1,44 +1,14 @@
-"""What a CI job shows of a run: junit.xml (one test case per check, so the job's test view names what failed)
-and summary.md, short Markdown fit for a job summary ($GITHUB_STEP_SUMMARY). Pure functions of result.json."""
+"""What a CI job shows of a run: junit.xml (reports.junit: one test case per check, the same cases in every run of
+a scenario) and summary.md, short Markdown fit for a job summary ($GITHUB_STEP_SUMMARY). Pure functions of
+result.json."""
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from typing import Any
 
-from harness.check import counts_against, status_of
+from harness.check import counts_against
+from reports.junit import junit_xml
 
-
-def junit_xml(result: dict[str, Any]) -> str:
-    """A run is a test suite; each check a test case (failed, or unknown: <failure>, an unknown one's message
-    saying it was not judged); an unjudged run adds one <error>."""
-    name = f"harness.{result.get('scenario', 'run')}"
-    checks = result.get("checks") or []
-    unjudged = result.get("verdict") == "unjudged"
-    failures = sum(1 for c in checks if counts_against(c))
-    skipped = sum(1 for c in checks if status_of(c) == "not required")
-    suites = ET.Element("testsuites")
-    suite = ET.SubElement(suites, "testsuite", name=name, tests=str(len(checks) + unjudged),
-                          failures=str(failures), errors=str(int(unjudged)), skipped=str(skipped),
-                          time=f"{float(result.get('duration_s') or 0.0):.3f}")
-    props = ET.SubElement(suite, "properties")
-    for key in ("verdict", "run_dir", "backend"):
-        ET.SubElement(props, "property", name=key, value=str(result.get(key, "")))
-    for check in checks:
-        case = ET.SubElement(suite, "testcase", classname=name, name=check["name"], time="0")
-        if status_of(check) == "not required":
-            ET.SubElement(case, "skipped", message=_one_line(check["detail"]))
-        elif counts_against(check):
-            unknown = status_of(check) == "unknown"
-            ET.SubElement(case, "failure", message=_one_line(("unknown: " if unknown else "") + check["detail"]),
-                          type="unknown" if unknown else "check").text = check["detail"]
-        else:
-            ET.SubElement(case, "system-out").text = check["detail"]
-    if unjudged:
-        case = ET.SubElement(suite, "testcase", classname=name, name="judged", time="0")
-        reason = result.get("unjudged_reason") or "the run could not be judged"
-        ET.SubElement(case, "error", message=_one_line(reason), type="unjudged").text = reason
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+__all__ = ["junit_xml", "summary_markdown"]  # junit.xml is written through reports.ci
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -56,7 +26,7 @@ def summary_markdown(result: dict[str, Any], baseline: dict | None = None) -> st
     if verdict == "unjudged":
         lines += [f"**Could not be judged:** {result.get('unjudged_reason')}", ""]
     lines += ["| produced | delivered | lost | expected loss | duplicates | p50 ms | p99 ms | produced/s | "
-              "Spark rows/s | faults | duration |", "|---|---|---|---|---|---|---|---|---|---|---|",
+              "Spark rows/s while busy | faults | duration |", "|---|---|---|---|---|---|---|---|---|---|---|",
               f"| {c.get('produced', 0):,} | {c.get('delivered_unique', 0):,} | {c.get('lost', 0):,} | "
               f"{c.get('expected_lost', 0):,} | {c.get('duplicates', 0):,} | {lat.get('p50', 0):,.0f} | "
               f"{lat.get('p99', 0):,.0f} | {thr.get('produce_eps', 0):,.0f} | {thr.get('process_rps', 0):,.0f} | "

@@ -34,10 +34,11 @@ from harness.analysis.lag import lag_on_grid
 from harness.analysis.progress import epoch_s
 from harness.errors import InputError
 from harness.jsonl import read_jsonl
+from harness.wording import PROCESSING_RATE
 
 # figure -> (what, lower is better)
 FIGURES: dict[str, tuple[str, bool]] = {
-    "process_rps": ("Spark rows/s of busy batch time", False),
+    "process_rps": (f"Spark's {PROCESSING_RATE}, rows/s", False),
     "produce_eps": ("events/s produced (acked)", False),
     "p50": ("end-to-end latency p50, ms", True),
     "p90": ("end-to-end latency p90, ms", True),
@@ -424,5 +425,5 @@ def recommended_line(summary: dict) -> str:
         return "recommended: none (no combination passed: none sustained the load with nothing lost)"
     values = ", ".join(f"{k}={_fmt(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else _value(v)}"
                        for k, v in rec["values"].items())
-    return (f"recommended: {values} (p99 {_fmt(rec['latency_p99_ms'])} ms, {_fmt(rec['process_rps'])} rows/s; "
+    return (f"recommended: {values} (p99 {_fmt(rec['latency_p99_ms'])} ms, {_fmt(rec['process_rps'])} rows/s while busy; "
             f"{rec['why']}; runs: {rec['run_dir']})")

@@ -17,9 +17,10 @@ from reports.compare import (FIGURES, VERDICTS_TEXT, _fmt, _fmt_band, _fmt_chang
                              recommended_line)
 from reports.html import CSS, _table
 from harness.analysis.series import dense_seconds
+from harness.wording import PROCESSING_RATE
 
 # sweep figures on the swept axis: (key in sweep.json runs, title, is latency)
-SWEPT = (("process_rps", "Spark rows/s of busy batch time", False), ("latency_p99_ms", "latency p99", True),
+SWEPT = (("process_rps", f"Spark's {PROCESSING_RATE}, rows/s", False), ("latency_p99_ms", "latency p99", True),
          ("latency_p50_ms", "latency p50", True), ("max_lag", "max lag, events", False),
          ("batch_p50_ms", "batch duration p50", True), ("task_spread", "slowest task / median", False),
          ("consumers_created", "consumers created", False), ("receivers_created", "receivers created", False),

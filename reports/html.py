@@ -19,6 +19,9 @@ import numpy as np
 
 from harness.check import counts_against, status_of
 from harness.jsonl import read_jsonl
+from harness.secrets import redacted
+from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE
+from reports.accounting import accounting_rows, environment_rows
 from reports.charts import (COLORS, Chart, human_ms, mark_performance, ms_axis, nines, nines_axis, shade_faults,
                             thousands)
 from reports.performance import RECOVERY_HEAD, RECOVERY_NOTE, recovery_rows, steady_lines, sustained_check, sustained_rows
@@ -34,7 +37,8 @@ h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:28px 0 8px;border-bottom
 .verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
 .pass{background:#2e7d32}.fail{background:#c62828}.unjudged{background:#6d4c41}
 table{border-collapse:collapse;margin:6px 0;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;
-text-align:left;vertical-align:top}th{background:#f5f5f5}td.num{text-align:right}
+text-align:left;vertical-align:top;overflow-wrap:break-word}th{background:#f5f5f5}td.num{text-align:right;
+white-space:nowrap}table{max-width:100%}abbr{cursor:help}
 figure.chart{margin:14px 0;padding:6px 0;border-top:1px solid #eee}figcaption{font-weight:600;margin-bottom:4px}
 figure.chart svg{display:block;height:auto}.caption{color:#555;font-size:12.5px;margin:2px 0}
 .bad{color:#c62828;font-weight:600}.muted{color:#777}pre{background:#f7f7f7;padding:8px;overflow:auto;
@@ -400,11 +404,11 @@ def figures(run: dict) -> list[Chart]:
 
 
 # -- the page --------------------------------------------------------------------------------------------------------
-def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
+def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset(), css: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{c}</td>'
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<table{f' class={css}' if css else ''}><tr>{head}</tr>{body}</table>"
 
 
 def performance_html(result: dict) -> str:
@@ -422,6 +426,17 @@ def performance_html(result: dict) -> str:
     return out
 
 
+def throughput_html(result: dict) -> str:
+    """Offered against processed, the processing rate named for what it is (harness.wording), with its note."""
+    thr = result.get("throughput") or {}
+    rows = [["produced (acked), events/s", f"{thr.get('produce_eps', 0):,.1f}"],
+            ["target, events/s", f"{thr.get('target_eps', 0):,.1f}"],
+            [f'<abbr title="{html.escape(PROCESSING_RATE_NOTE)}">Spark\'s {html.escape(PROCESSING_RATE)}</abbr>, '
+             f"rows/s", f"{thr.get('process_rps', 0):,.1f}"]]
+    return (_table(["figure", "value"], rows, numeric={1})
+            + f'<p class="muted">{html.escape(PROCESSING_RATE_NOTE)}</p>')
+
+
 def summary_words(result: dict) -> str:
     """The verdict in a sentence or three."""
     c, lat, thr = result.get("counts") or {}, result.get("latency_ms") or {}, result.get("throughput") or {}
@@ -431,8 +446,11 @@ def summary_words(result: dict) -> str:
              f"({c.get('expected_lost', 0):,} of them expected by a fault), {c.get('duplicates', 0):,} duplicated."]
     if lat.get("p50"):
         words.append(f"End-to-end latency p50 {human_ms(lat['p50'])}, p99 {human_ms(lat['p99'])}, "
-                     f"max {human_ms(lat['max'])}; Spark processed {thr.get('process_rps', 0):,.0f} rows/s of busy "
-                     f"batch time for a target of {thr.get('target_eps', 0):,.0f} events/s.")
+                     f"max {human_ms(lat['max'])}; Spark's {PROCESSING_RATE} {thr.get('process_rps', 0):,.0f} "
+                     f"rows/s (per second of batch time) for a target of {thr.get('target_eps', 0):,.0f} "
+                     "events/s.")
+    for u in result.get("unreadable") or []:  # left out of the figures (harness.verdict.unreadable)
+        words.append(f"Unreadable, left out: {u['file']}: {u['detail']}.")
     if result.get("verdict") == "unjudged":
         words.append(f"The run could not be judged: {result.get('unjudged_reason')}.")
     elif failed:
@@ -479,13 +497,13 @@ def resources_html(run: dict) -> str:
 
 def environment_html(run: dict) -> str:
     result = run["result"]
-    rows = [[html.escape(str(k)), html.escape(str(v))] for k, v in (result.get("versions") or {}).items()]
+    rows = [[html.escape(k), html.escape(v)] for k, v in environment_rows(result)]
     rows += [["backend", html.escape(str(result.get("backend")))],
              ["run directory", html.escape(str(result.get("run_dir")))]]
-    info = result.get("backend_info") or {}
+    info = redacted(result.get("backend_info") or {})
     rows += [[html.escape(f"backend {k}"), html.escape(json.dumps(v) if isinstance(v, (dict, list)) else str(v))]
              for k, v in info.items() if not isinstance(v, (dict, list)) or len(json.dumps(v)) < 200]
-    scenario = json.dumps(run["scenario"], indent=2)
+    scenario = json.dumps(redacted(run["scenario"]), indent=2)  # a run recorded before redaction shows *** too
     return (_table(["what", "value"], rows) + "<details><summary>The resolved scenario (scenario.json)</summary>"
             f"<pre>{html.escape(scenario)}</pre></details>")
 
@@ -501,7 +519,8 @@ def build_html(run_dir: Path) -> str:
                                                "not required": '<span class="muted">not required</span>'}[status_of(x)],
                       html.escape(x["detail"])] for x in result.get("checks") or []])
     c = result.get("counts") or {}
-    counts = _table(list(c), [[f"{v:,}" for v in c.values()]], numeric=set(range(len(c))))
+    counts = _table(["figure", "count", "meaning"], [[html.escape(x) for x in row] for row in accounting_rows(c)],
+                    numeric={1}, css="accounting")
     lat = result.get("latency_ms") or {}
     lat_table = _table(list(lat), [[f"{v:,.1f} ms" for v in lat.values()]], numeric=set(range(len(lat))))
     faults = result.get("faults") or []
@@ -524,6 +543,7 @@ def build_html(run_dir: Path) -> str:
         + f", whole run {result.get('duration_s', 0):.0f} s; {result.get('batches', 0)} micro-batches; "
           f"{len(faults)} fault(s). Times are seconds since the traffic started; faults are shaded red.</p>",
         "<h2>Checks</h2>", checks, "<h2>Accounting</h2>", counts,
+        "<h2>Throughput</h2>", throughput_html(result),
         "<h2>End-to-end latency</h2>", lat_table, performance_html(result),
     ]
     if fault_rows:

@@ -6,6 +6,8 @@ from pathlib import Path
 from harness.check import status_of
 from reports.performance import RECOVERY_HEAD, RECOVERY_NOTE, recovery_rows, steady_lines, sustained_check, sustained_rows
 from harness.jsonl import read_jsonl
+from reports.accounting import accounting_rows, environment_rows
+from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE
 
 
 def oracle_section(result: dict) -> list[str]:
@@ -91,6 +93,9 @@ def build_report(result: dict, run_dir: Path) -> str:
     ]
     if result.get("unjudged_reason"):
         parts += [f"**The run could not be judged:** {result['unjudged_reason']}", ""]
+    if result.get("unreadable"):  # left out of the figures (harness.verdict.unreadable): said, never silent
+        parts += ["**Unreadable, left out:**", ""] + [f"- `{u['file']}`: {u['detail']}" for u in result["unreadable"]]
+        parts += [""]
     q = result.get("query") or {}
     if q:
         parts += [f"Query under test: `{q.get('name')}` (oracle `{q.get('oracle')}`, trigger {q.get('trigger')}); "
@@ -104,11 +109,12 @@ def build_report(result: dict, run_dir: Path) -> str:
                                              x["detail"]] for x in result["checks"]]),
         "",
         "## Accounting",
-        _table(list(c), [list(c.values())]),
+        _table(["figure", "count", "meaning"], [list(row) for row in accounting_rows(c)]),
         "",
         "## Throughput",
         f"- produced (acked) {thr['produce_eps']:,.1f} events/s against a target of {thr['target_eps']:,.1f}",
-        f"- Spark processed {thr['process_rps']:,.1f} rows/s of busy batch time over {result['batches']} batches",
+        f"- Spark's {PROCESSING_RATE}: {thr['process_rps']:,.1f} rows/s over {result['batches']} batches",
+        f"  ({PROCESSING_RATE_NOTE})",
         "",
         "## End-to-end latency (sink commit − intended send time)",
         _table(list(lat), [[f"{v:,.1f} ms" for v in lat.values()]]),
@@ -174,6 +180,7 @@ def build_report(result: dict, run_dir: Path) -> str:
         if result.get("expected_lost_by_partition"):
             parts += ["", "Expected loss by partition (acked, removed by a fault, not delivered): "
                       + ", ".join(f"{p}: {n:,}" for p, n in result["expected_lost_by_partition"].items())]
+    parts += ["", "## Environment", _table(["what", "value"], [list(row) for row in environment_rows(result)])]
     if events:
         parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", _event_text(e)]
                                                                   for e in events])]

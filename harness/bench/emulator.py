@@ -28,7 +28,7 @@ def _emulator_main(partitions: int, port_q, stop_ev) -> None:
 
     cfg = EmulatorConfig(hubs=(HubConfig(HUB, partitions, max_bytes_per_partition=1 << 30),))
     server = EmulatorServer(cfg).start()
-    port_q.put(server.port)
+    port_q.put(server.connection_string())  # carries the key the emulator checks
     stop_ev.wait()
     server.stop()
 
@@ -124,9 +124,7 @@ def run_bench(json_path: str | None, quick: bool = False, *, quiet: bool = True,
     emu = ctx.Process(target=_emulator_main, args=(producers, port_q, stop_ev), daemon=True)
     emu.start()
     try:
-        port = port_q.get(timeout=60)
-        conn = (f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
-                "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true")
+        conn = port_q.get(timeout=60)
         send = _phase(ctx, _producer_main, lambda i: (conn, str(i), events_per_producer, batch_size), producers,
                       emu.pid)
         expected = events_per_producer + 1  # plus the warm-up event

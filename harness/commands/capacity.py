@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from harness import atomic, runner
+from harness import atomic, outdir, runner, secrets
 from harness.check import Check, counts_against
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
@@ -412,15 +412,18 @@ def plan(name_or_path: str, overrides: list[str], *, latency_p99_ms: float | Non
 def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
                  console: Console | None = None, *, latency_p99_ms: float | None = None,
                  trial_s: float = DEFAULT_TRIAL_S, max_trials: int = DEFAULT_MAX_TRIALS,
-                 start_eps: float | None = None) -> CapacityOutcome:
+                 start_eps: float | None = None, replace: bool = False) -> CapacityOutcome:
     overrides = list(overrides or [])
     console = console or Console()
+    outdir.check(out, replace)
     p = plan(name_or_path, overrides, latency_p99_ms=latency_p99_ms, trial_s=trial_s, max_trials=max_trials,
              start_eps=start_eps)
+    outdir.prepare(out, replace)  # an earlier output replaced only once the scenario is known good
     scenario, limits = p["scenario"], p["limits"]
     cap_dir = runner.new_run_dir(f"{scenario.name}-capacity", out)
     t0 = time.time()
-    head = {"scenario": scenario.name, "file": str(p["path"]), "overrides": overrides,
+    head = {"scenario": scenario.name, "file": str(p["path"]),
+            "overrides": [secrets.redacted_override(o) for o in overrides],  # a record: no secret (harness.secrets)
             "settings": {"start_eps": p["start_eps"], "trial_s": trial_s, "warmup_s": p["warmup_s"],
                          "max_trials": max_trials, "growth": GROWTH, "resolution_fraction": RESOLUTION,
                          "min_step_eps": MIN_STEP_EPS},

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import atomic, runner
+from harness import atomic, runner, secrets
 from harness.check import counts_against
 from harness.console import Console
 from reports.compare import FIGURES, figure
@@ -39,7 +39,7 @@ def run_repeats(name_or_path: str, overrides: list[str], repeats: int, out_dir: 
     """`repeats` runs into `out_dir` (created), with repeat.json and repeat.md beside them."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"scenario": Path(name_or_path).stem if name_or_path.endswith(".toml") else name_or_path,
-                               "overrides": list(overrides), "repeats": repeats, "runs": [], "verdict": "unjudged"}
+                               "overrides": [secrets.redacted_override(o) for o in overrides], "repeats": repeats, "runs": [], "verdict": "unjudged"}
     results, interrupted = [], False
     for i in range(1, repeats + 1):
         console.info(f"{label}repeat {i}/{repeats}")

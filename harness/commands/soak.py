@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness import outdir
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
 from harness.runner import RunOutcome, run_scenario
@@ -16,8 +17,10 @@ from harness.soak.plan import replayed, resolve
 
 def soak(name: str, *, duration: str | None = None, seed: int | None = None, fail_fast: bool = False,
          replay: Path | None = None, baseline: Path | None = None, fail_on: str | None = None,
-         overrides: list[str] | None = None, out: Path | None = None, console: Console | None = None) -> RunOutcome:
+         overrides: list[str] | None = None, out: Path | None = None, console: Console | None = None,
+         replace: bool = False) -> RunOutcome:
     console = console or Console()
+    outdir.check(out, replace)
     if replay is not None:
         if duration or seed is not None or overrides:
             raise ConfigError("--replay runs the stored night exactly: --duration, --seed and --set do not apply")
@@ -39,6 +42,7 @@ def soak(name: str, *, duration: str | None = None, seed: int | None = None, fai
         overrides = sets
     if fail_fast:
         scenario.soak.fail_fast = True  # type: ignore[union-attr]
+    outdir.prepare(out, replace)  # an earlier output replaced only once the scenario is known good
     outcome = run_scenario(scenario, path, overrides, out, console,
                            baseline=baseline_spec(baseline, fail_on, scenario.soak))
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness import atomic, runner
+from harness import atomic, runner, secrets
 from harness.check import counts_against
 from harness.commands.repeat import run_repeats
 from harness.config import Scenario, load_scenario
@@ -134,7 +134,8 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
     for _, sets in plans:  # every combination valid before anything starts
         load_scenario(name_or_path, sets)
     sweep_dir = runner.new_run_dir(scenario.name, out)
-    summary: dict[str, Any] = {"scenario": scenario.name, "keys": list(scenario.sweep), "overrides": overrides,
+    summary: dict[str, Any] = {"scenario": scenario.name, "keys": list(scenario.sweep),
+                               "overrides": [secrets.redacted_override(o) for o in overrides],  # no secret
                                "planned": len(plans), "repeat": repeat, "runs": [], "verdict": "unjudged"}
     interrupted = False
     for i, (values, sets) in enumerate(plans):
@@ -149,7 +150,7 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
             console.info(f"sweep run {i + 1}/{len(plans)}: {what}")
             outcome = runner.run_one(name_or_path, sets, sub, console)
             row = figures(outcome.result)
-        summary["runs"].append({"values": values, "run_dir": sub.name, "exit_code": outcome.exit_code, **row})
+        summary["runs"].append({"values": secrets.redacted(values), "run_dir": sub.name, "exit_code": outcome.exit_code, **row})
         atomic.write_json(sweep_dir / "sweep.json", summary)
         if outcome.exit_code == 130:
             interrupted = True
@@ -176,7 +177,7 @@ def write_sweep_reports(sweep_dir: Path, summary: dict) -> None:
         atomic.write_text(sweep_dir / "sweep.html", page)
 
 
-COLUMNS = (("verdict", "verdict"), ("process_rps", "rows/s"), ("latency_p50_ms", "p50 ms"),
+COLUMNS = (("verdict", "verdict"), ("process_rps", "rows/s while busy"), ("latency_p50_ms", "p50 ms"),
            ("latency_p99_ms", "p99 ms"), ("batches", "batches"), ("batch_p50_ms", "batch p50 ms"),
            ("max_lag", "max lag"), ("rate_limited_batches", "batches capped"),
            ("task_spread", "slowest task / median"), ("receivers_created", "receivers created"),

@@ -6,9 +6,12 @@ Entry points:
     ``delete_hub``, ``recreate_hub``, ``age_out``, ``throttle``, ``drop_connections``, ``set_latency``,
     ``steal``, ``snapshot`` (see server.py).
   * ``serve.serve_forever(host, port, config_path, control_port, tls_port=0, ws_port=0, wss_port=0,
-    cert_dir=None)`` - foreground process with the HTTP control API (control.py); ``python -m harness.emulator``
-    runs it and prints ``connection_string=``, ``control=``, ``tls_port=``, ``ws_port=``, ``wss_port=`` and
-    ``ca_file=`` lines.
+    cert_dir=None, accept_any_credential=False)`` - foreground process with the HTTP control API (control.py);
+    ``python -m harness.emulator`` and ``harness emulator serve`` (one option set, options.py) run it and print
+    ``connection_string=`` (with the key to sign with), ``control=``, ``tls_port=``, ``ws_port=``, ``wss_port=``
+    and ``ca_file=`` lines.
+  * Credentials are checked as on Azure (a generated key when Config.json has none) and what clients can make it
+    hold is bounded (connections, idle time-out, frame size, bytes of incomplete frames): see config.py.
   * ``harness.bench.emulator.run_bench(json_path, quick)`` (`harness bench emulator`) - throughput/CPU benchmark
     with SDK clients in several processes.
 
@@ -38,8 +41,16 @@ faults), ``hub.py`` (partition logs, retention, epochs, receiver quota), ``addre
 """
 
 from .config import ConfigError, EmulatorConfig, HubConfig, default_config, load_config
-from .server import EmulatorCore, EmulatorServer
 
 __all__ = [
     "ConfigError", "EmulatorConfig", "EmulatorCore", "EmulatorServer", "HubConfig", "default_config", "load_config",
 ]
+
+
+def __getattr__(name: str):
+    """The server (asyncio and the AMQP engine) loads on first use, so ``harness``'s parser stays quick."""
+    if name in ("EmulatorCore", "EmulatorServer"):
+        from . import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

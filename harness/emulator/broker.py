@@ -37,6 +37,10 @@ class Broker:
         for h in cfg.hubs:
             self.hubs[h.name.lower()] = Hub(h, self._on_append)
         self.connections: set = set()
+        self.refusing: set = set()  # connections over MaxConnections, being told so (not in ``connections``)
+        self.held: dict = {}  # connection -> bytes it holds for incomplete frames and multi-frame messages
+        self.held_total = 0
+        self.evictions = 0  # connections closed because the incomplete-frame budget ran out
         self.throttle_mode: str | None = None
         self.latency_s = 0.0
         self.stats_in = 0
@@ -53,6 +57,31 @@ class Broker:
 
     def unregister(self, conn) -> None:
         self.connections.discard(conn)
+        self.refusing.discard(conn)
+        self.hold(conn, 0)
+
+    def over_connection_limit(self) -> bool:
+        return len(self.connections) >= self.cfg.max_connections
+
+    def hold(self, conn, nbytes: int) -> None:
+        """Record what ``conn`` holds for unfinished frames; past the namespace-wide budget, close the biggest.
+
+        The budget is shared, so one connection may use most of it while others are quiet; whoever holds the most
+        when it runs out is the likeliest hoarder (a legitimate sender holds at most one batch at a time).
+        """
+        before = self.held.pop(conn, 0)
+        if nbytes:
+            self.held[conn] = nbytes
+        self.held_total += nbytes - before
+        limit = self.cfg.max_incomplete_frame_bytes
+        while self.held_total > limit and self.held:
+            biggest = max(self.held, key=self.held.__getitem__)
+            total = self.held_total
+            amount = self.held.pop(biggest)
+            self.held_total -= amount
+            self.evictions += 1
+            biggest.refuse_buffered(service_errors.RESOURCE_LIMIT,
+                                    service_errors.incomplete_frames_limit(total, limit, amount))
 
     def _on_append(self, partition: PartitionLog) -> None:
         for link in partition.listeners:
@@ -98,12 +127,12 @@ class Broker:
 
     def shutdown(self) -> None:
         self._retention_timer.cancel()
-        for conn in list(self.connections):
+        for conn in list(self.connections) + list(self.refusing):
             conn.close("amqp:connection:forced", "The emulator is shutting down.")
 
     # ------------------------------------------------------------------ auth
     def check_plain(self, response) -> bool:
-        if not self.cfg.sas_keys:
+        if self.cfg.accept_any_credential:
             return True
         if not isinstance(response, (bytes, bytearray)):
             return False
@@ -114,8 +143,8 @@ class Broker:
         return self.cfg.sas_keys.get(user) == password
 
     def _token_error(self, token, audience: str) -> str | None:
-        """Why ``token`` does not grant ``audience`` (None = granted); always granted without keys."""
-        if not self.cfg.sas_keys:
+        """Why ``token`` does not grant ``audience`` (None = granted); always granted with accept_any_credential."""
+        if self.cfg.accept_any_credential:
             return None
         if isinstance(token, bytes):
             token = token.decode("utf-8", "replace")
@@ -132,7 +161,7 @@ class Broker:
         return None
 
     def check_link_auth(self, conn, address) -> str | None:
-        if not self.cfg.sas_keys:
+        if self.cfg.accept_any_credential:
             return None
         path = audience_path(address)
         for granted in conn.authorized:
@@ -327,7 +356,9 @@ class Broker:
                 "receivers": sum(len(g) for g in hub.receivers.values()), "senders": len(hub.senders),
             }
         return {
-            "hubs": hubs, "connections": len(self.connections), "throttle": self.throttle_mode,
+            "hubs": hubs, "connections": len(self.connections), "refusing_connections": len(self.refusing),
+            "incomplete_frame_bytes": self.held_total, "evicted_connections": self.evictions,
+            "throttle": self.throttle_mode,
             "latency_ms": self.latency_s * 1000.0, "events_in": self.stats_in, "events_out": self.stats_out,
             "recent_detaches": list(self.detach_log)[-50:],
         }

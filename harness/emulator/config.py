@@ -10,16 +10,32 @@ Accepted file (extensions over Microsoft's shape are marked *)::
          "MaxEventsPerPartition": 1000000,                     # * memory bound (oldest dropped first)
          "MaxBytesPerPartition": 67108864}]}],                 # * memory bound
      "LoggingConfig": {"Type": "File"}},                        # accepted, ignored
-     "Emulator": {"SharedAccessKeys": [{"Name": "RootManageSharedAccessKey", "Key": "..."}],   # * SAS check
+     "Emulator": {"SharedAccessKeys": [{"Name": "RootManageSharedAccessKey", "Key": "..."}],   # * SAS keys
+                  "AcceptAnyCredential": false,    # * true: every SAS token passes (no check at all)
                   "MaxMessageSizeBytes": 1048576,                                              # *
-                  "MaxReceiversPerPartition": 5}}   # * non-epoch readers per partition and consumer group
+                  "MaxReceiversPerPartition": 5,   # * non-epoch readers per partition and consumer group
+                  "MaxConnections": 5000,          # * open AMQP connections (the service's per-namespace quota)
+                  "IdleTimeoutSeconds": 240,       # * close a connection silent this long (0 = never)
+                  "MaxFrameSizeBytes": 4194304,    # * max-frame-size advertised in open (and enforced)
+                  "MaxIncompleteFrameBytes": 67108864}}  # * bytes held for unfinished frames, all connections
 
 Without a file (``default_config()``): namespace ``emulatorNs1`` with hub ``eh1``, 4 partitions, consumer groups
-``$Default`` and ``cg1``, retention 1 h, at most 1,000,000 events / 64 MiB per partition, no SAS validation
-(any token accepted), 1 MiB message size limit.
+``$Default`` and ``cg1``, retention 1 h, at most 1,000,000 events / 64 MiB per partition, 1 MiB message size
+limit, and the limits above.
 
-SAS signatures are validated only when ``Emulator.SharedAccessKeys`` is given; then a token signed with an
-unknown key name or a wrong key is refused with status 401 (the SDK raises ``AuthenticationError``).
+Credentials are checked by default, as Azure checks them: a CBS token must be signed with one of
+``Emulator.SharedAccessKeys``; without any, the emulator makes a random key named ``RootManageSharedAccessKey``
+when it starts and prints it in its connection string. A token signed with an unknown key name or a wrong key is
+refused with status 401 (the SDK raises ``AuthenticationError``). ``AcceptAnyCredential`` (or the command line's
+``--accept-any-credential``) turns the check off, for clients whose key cannot be set.
+
+The limits bound what a client (or a crowd of them) can make the emulator hold. A connection above
+``MaxConnections`` is answered with open then close ``amqp:resource-limit-exceeded``; one that sends nothing for
+``IdleTimeoutSeconds`` is closed with ``amqp:connection:forced`` and the service's "inactive for more than the
+allowed ... milliseconds" text (the emulator advertises half of it as its idle-time-out, so a client that
+heartbeats stays open); when the bytes held for incomplete frames and unfinished multi-frame messages of all
+connections pass ``MaxIncompleteFrameBytes``, the connection holding the most is closed with
+``amqp:resource-limit-exceeded``.
 """
 
 from __future__ import annotations
@@ -29,6 +45,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness.errors import InputError
+from harness.suggest import did_you_mean
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"
@@ -37,7 +54,16 @@ DEFAULT_MAX_EVENTS = 1_000_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
 DEFAULT_MAX_RECEIVERS = 5  # the service's limit of concurrent non-epoch readers per partition and consumer group
+DEFAULT_MAX_CONNECTIONS = 5000  # Event Hubs Standard tier: AMQP connections per namespace
+DEFAULT_IDLE_TIMEOUT_S = 240.0  # Event Hubs closes a connection inactive for 240,000 ms
+DEFAULT_MAX_FRAME_SIZE = 4 * 1024 * 1024  # the SDK then sends a full 1 MB batch in one frame
+DEFAULT_MAX_INCOMPLETE_FRAME_BYTES = 64 * 1024 * 1024  # 64 senders of 1 MB batches at the same moment
 MAX_PARTITIONS = 1024
+
+EMULATOR_FIELDS = ("SharedAccessKeys", "AcceptAnyCredential", "MaxMessageSizeBytes", "MaxReceiversPerPartition",
+                   "MaxConnections", "IdleTimeoutSeconds", "MaxFrameSizeBytes", "MaxIncompleteFrameBytes")
+ENTITY_FIELDS = ("Name", "PartitionCount", "ConsumerGroups", "MessageRetentionInHours", "RetentionSeconds",
+                 "MaxEventsPerPartition", "MaxBytesPerPartition")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
 _CG_RE = re.compile(r"^(\$Default|[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?)$")
@@ -61,9 +87,14 @@ class HubConfig:
 class EmulatorConfig:
     namespace: str = "emulatorNs1"
     hubs: tuple[HubConfig, ...] = ()
-    sas_keys: dict[str, str] = field(default_factory=dict)  # key name -> key; empty = no validation
+    sas_keys: dict[str, str] = field(default_factory=dict)  # key name -> key (EmulatorCore adds one when empty)
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_receivers_per_partition: int = DEFAULT_MAX_RECEIVERS
+    accept_any_credential: bool = False
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S  # 0 = connections are never closed for silence
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    max_incomplete_frame_bytes: int = DEFAULT_MAX_INCOMPLETE_FRAME_BYTES
 
     def hub(self, name: str) -> HubConfig | None:
         for h in self.hubs:
@@ -85,10 +116,16 @@ def load_config(path: str | None) -> EmulatorConfig:
     if path is None:
         return default_config()
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")  # a BOM, as Windows editors write one, is not an error
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8 JSON"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -122,14 +159,32 @@ def _number(value, source, where, lo) -> float:
 
 
 def _obj(value, source, where) -> dict:
+    if value is None:
+        raise _err(source, where, "is required (a JSON object)")
     if not isinstance(value, dict):
         raise _err(source, where, f"must be a JSON object, got {type(value).__name__}")
     return value
 
 
 def _list(value, source, where) -> list:
+    if value is None:
+        raise _err(source, where, "is required (a JSON array)")
     if not isinstance(value, list):
         raise _err(source, where, f"must be a JSON array, got {type(value).__name__}")
+    return value
+
+
+def _known(obj: dict, allowed: tuple, source: str, where: str) -> None:
+    """A misspelt optional field would silently fall back to its default: name it instead."""
+    for key in obj:
+        if key not in allowed:
+            raise _err(source, f"{where}.{key}", f"unknown field{did_you_mean(str(key), allowed)} "
+                                                 f"(allowed: {', '.join(allowed)})")
+
+
+def _bool(value, source, where) -> bool:
+    if not isinstance(value, bool):
+        raise _err(source, where, f"must be true or false, got {value!r}")
     return value
 
 
@@ -156,6 +211,7 @@ def _parse(data, source: str) -> EmulatorConfig:
         raise _err(source, "UserConfig.NamespaceConfig[0].Entities", "must define at least one event hub")
     emu = root.get("Emulator", {})
     emu = _obj(emu, source, "Emulator")
+    _known(emu, EMULATOR_FIELDS, source, "Emulator")
     keys: dict[str, str] = {}
     for k, item in enumerate(_list(emu.get("SharedAccessKeys", []), source, "Emulator.SharedAccessKeys")):
         where = f"Emulator.SharedAccessKeys[{k}]"
@@ -174,12 +230,28 @@ def _parse(data, source: str) -> EmulatorConfig:
         emu.get("MaxReceiversPerPartition", DEFAULT_MAX_RECEIVERS), source, "Emulator.MaxReceiversPerPartition",
         1, 1000,
     )
-    return EmulatorConfig(namespace=ns_name, hubs=tuple(hubs), sas_keys=keys, max_message_size=max_msg,
-                          max_receivers_per_partition=max_receivers)
+    idle = emu.get("IdleTimeoutSeconds", DEFAULT_IDLE_TIMEOUT_S)
+    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not (idle == 0 or 0.1 <= idle <= 86400):
+        raise _err(source, "Emulator.IdleTimeoutSeconds",
+                   f"must be 0 (never close for silence) or a number of seconds from 0.1 to 86400, got {idle!r}")
+    return EmulatorConfig(
+        namespace=ns_name, hubs=tuple(hubs), sas_keys=keys, max_message_size=max_msg,
+        max_receivers_per_partition=max_receivers,
+        accept_any_credential=_bool(emu.get("AcceptAnyCredential", False), source, "Emulator.AcceptAnyCredential"),
+        max_connections=_int(emu.get("MaxConnections", DEFAULT_MAX_CONNECTIONS), source, "Emulator.MaxConnections",
+                             1, 1_000_000),
+        idle_timeout_s=float(idle),
+        max_frame_size=_int(emu.get("MaxFrameSizeBytes", DEFAULT_MAX_FRAME_SIZE), source,
+                            "Emulator.MaxFrameSizeBytes", 512, 64 * 1024 * 1024),
+        max_incomplete_frame_bytes=_int(
+            emu.get("MaxIncompleteFrameBytes", DEFAULT_MAX_INCOMPLETE_FRAME_BYTES), source,
+            "Emulator.MaxIncompleteFrameBytes", 64 * 1024, 1 << 40),
+    )
 
 
 def _parse_entity(ent, source: str, where: str, seen: list[HubConfig]) -> HubConfig:
     ent = _obj(ent, source, where)
+    _known(ent, ENTITY_FIELDS, source, where)
     name = ent.get("Name")
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise _err(

@@ -5,6 +5,12 @@ connection with an AMQP error (``close`` frame, then the socket); nothing propag
 collected per callback and written with one ``transport.write``; when the transport's buffer is full
 (``pause_writing``) deliveries to this client stop until it drains, so a slow reader costs only its own memory
 bounded by the write-buffer high-water mark.
+
+What a peer can make the emulator hold is bounded (limits in config.py): one timer per connection (handshake
+deadline, idle time-out, heartbeats; re-armed, never accumulated), the connection count (``MaxConnections``:
+beyond it a connection is answered with open + close ``amqp:resource-limit-exceeded``, and past
+``REFUSING_MAX`` such refusals in progress it is dropped at once), silence (``IdleTimeoutSeconds``), and the bytes
+of incomplete frames and multi-frame messages, reported to ``Broker.hold`` after every read.
 """
 
 from __future__ import annotations
@@ -31,11 +37,13 @@ from .links import IN_CREDIT, KIND_CBS, KIND_HUB, KIND_MGMT, SESSION_WINDOW, InL
 
 log = logging.getLogger(__name__)
 
-MAX_FRAME_SIZE = 4 * 1024 * 1024  # what we accept; the SDK then sends a full 1 MB batch in one frame
 PRE_OPEN_FRAME_SIZE = 64 * 1024
 CHANNEL_MAX = 255
 MAX_LINKS_PER_SESSION = 1024
 HANDSHAKE_TIMEOUT_S = 30.0
+REFUSAL_TIMEOUT_S = 5.0  # a connection over MaxConnections gets this long to hear why
+REFUSING_MAX = 256  # refusals in progress beyond which further connections are dropped without a word
+LINGER_S = 2.0  # how long a refused connection stays open for the client to read why (see ``close``)
 PUMP_BUDGET_BYTES = 512 * 1024  # per pump turn, so one busy consumer cannot starve other connections
 
 RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
@@ -70,25 +78,43 @@ class AmqpConnection(asyncio.Protocol):
         self.peer = None
         self.authorized: set[str] = set()  # audience paths granted by CBS (only checked with SAS validation)
         self.container_id = f"emulator-{uuid.uuid4().hex[:12]}"
-        self._timers: list[asyncio.TimerHandle] = []
+        self.refusal: tuple[str, str] | None = None  # (condition, description) to close with right after open
+        self._timer: asyncio.TimerHandle | None = None  # the one timer of this connection
+        self._handshake_due = 0.0
+        self._partial_links: set = set()  # links reassembling a multi-frame message
+        self._outer_held = 0  # bytes a wrapping layer (WebSocket) holds for this connection's next frame
         self._delayed: list[tuple[float, bytes]] = []
         self._delay_timer: asyncio.TimerHandle | None = None
-        self._last_write = time.monotonic()
+        self._last_write = self._last_read = time.monotonic()
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         transport.set_write_buffer_limits(high=4 * 1024 * 1024, low=1024 * 1024)
-        self.broker.register(self)
-        loop = self.broker.loop
-        self._timers.append(loop.call_later(HANDSHAKE_TIMEOUT_S, self._handshake_deadline))
+        broker = self.broker
+        timeout = HANDSHAKE_TIMEOUT_S
+        if broker.over_connection_limit():
+            if len(broker.refusing) >= REFUSING_MAX:
+                self.closed = True
+                self.state = "closed"
+                transport.abort()
+                return
+            self.refusal = (service_errors.RESOURCE_LIMIT,
+                            service_errors.connection_quota(broker.cfg.max_connections, broker.cfg.namespace))
+            broker.refusing.add(self)
+            timeout = REFUSAL_TIMEOUT_S
+        else:
+            broker.register(self)
+        self._handshake_due = time.monotonic() + timeout
+        self._arm()
 
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.state = "closed"
-        for t in self._timers:
-            t.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._delay_timer is not None:
             self._delay_timer.cancel()
         for session in list(self.sessions.values()):
@@ -106,6 +132,7 @@ class AmqpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed or self.state == "closed":
             return
+        self._last_read = time.monotonic()
         try:
             pending = data
             while True:
@@ -128,7 +155,44 @@ class AmqpConnection(asyncio.Protocol):
             log.exception("internal error on connection %s", self.peer)
             self.close("amqp:internal-error", f"{type(exc).__name__}: {exc}")
         finally:
+            if self.state != "closed":
+                self.broker.hold(self, self._held_bytes())
+            else:
+                self._release_buffers()
+                self.broker.hold(self, 0)
             self.flush()
+
+    def outer_buffered(self, nbytes: int) -> None:
+        """The WebSocket layer holds ``nbytes`` of an unfinished frame of ours: count them with our own."""
+        if self.closed or self.state == "closed":
+            return
+        self._outer_held = nbytes
+        self.broker.hold(self, self._held_bytes())
+        if self.state == "closed":
+            self.flush()
+
+    def _held_bytes(self) -> int:
+        held = len(self.reader.buf) + self._outer_held
+        if self._partial_links:
+            done = [link for link in self._partial_links if link.partial is None]
+            self._partial_links.difference_update(done)
+            held += sum(len(link.partial) for link in self._partial_links)
+        return held
+
+    def _release_buffers(self) -> None:
+        self.reader.buf = bytearray()
+        self._outer_held = 0
+        for link in self._partial_links:
+            link.partial = None
+            link.partial_first = None
+        self._partial_links.clear()
+
+    def refuse_buffered(self, condition: str, description: str) -> None:
+        """Close because the namespace-wide budget for incomplete frames ran out (Broker.hold chose us).
+
+        Before open there is no close frame to carry the reason: the socket is just shut."""
+        self._release_buffers()
+        self.close(condition, description, linger=True)
 
     # ------------------------------------------------------------------ output
     def send(self, channel: int, code: int, fields: list) -> None:
@@ -157,26 +221,40 @@ class AmqpConnection(asyncio.Protocol):
             _, data = self._delayed.pop(0)
             if self.transport is not None and not self.transport.is_closing():
                 self.transport.write(data)
+                self._last_write = now
         if self._delayed:
             self._delay_timer = self.broker.loop.call_later(
                 max(0.0, self._delayed[0][0] - now), self._drain_delayed
             )
 
-    def close(self, condition: str | None = None, description: str | None = None) -> None:
-        """Send close (with an error if given) and shut the socket after the pending output."""
+    def close(self, condition: str | None = None, description: str | None = None, *, linger: bool = False) -> None:
+        """Send close (with an error if given) and shut the socket after the pending output.
+
+        ``linger``: keep the socket open (discarding what arrives) until the peer hangs up or LINGER_S passes. A
+        client pipelines begin/attach behind its open; shutting at once turns those writes into a broken pipe that
+        the SDK reports instead of the close's error condition, which is what a refusal must get across.
+        """
         if self.state == "closed" or self.transport is None:
             return
         if condition:
             log.info("closing connection %s: %s %s", self.peer, condition, description)
-        if self.state in ("opened", "open-wait"):
+        said = self.state in ("opened", "open-wait")
+        if said:
             err = P.error(condition, description) if condition else None
             self.send(0, P.CLOSE, [err])
         self.state = "closed"
         self.flush()
-        if self._delayed:
+        if linger and said:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self.broker.loop.call_later(self.broker.latency_s + LINGER_S, self._close_transport)
+        elif self._delayed:
             self.broker.loop.call_later(self.broker.latency_s + 0.01, self._close_transport)
         else:
             self._close_transport()
+
+    def eof_received(self):
+        return None  # the peer is done: close our side too (ends a lingering close at once)
 
     def _close_transport(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -188,10 +266,51 @@ class AmqpConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    def _handshake_deadline(self) -> None:
-        if self.state not in ("opened", "closed"):
-            self.close("amqp:connection:forced", "handshake not completed in time")
-            self.abort()
+    # ------------------------------------------------------------------ the connection's one timer
+    def _next_due(self) -> float | None:
+        if self.state == "closed":
+            return None
+        if self.state != "opened":
+            return self._handshake_due
+        due = None
+        idle = self.broker.cfg.idle_timeout_s
+        if idle:
+            due = self._last_read + idle
+        if self.remote_idle_s is not None:
+            beat = self._last_write + self.remote_idle_s / 2
+            due = beat if due is None else min(due, beat)
+        return due
+
+    def _arm(self) -> None:
+        """(Re)schedule the single timer at the next deadline; the fired handle is dropped, so nothing piles up."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        due = self._next_due()
+        if due is not None and not self.closed:
+            self._timer = self.broker.loop.call_at(max(due, time.monotonic() + 0.01), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.closed or self.state == "closed":
+            return
+        now = time.monotonic()
+        if self.state != "opened":
+            if now >= self._handshake_due:
+                self.close("amqp:connection:forced", "handshake not completed in time")
+                self.abort()
+                return
+        else:
+            idle = self.broker.cfg.idle_timeout_s
+            if idle and now - self._last_read >= idle:
+                self.close("amqp:connection:forced",
+                           service_errors.connection_inactive(int(idle * 1000), self.container_id), linger=True)
+                return
+            if (self.remote_idle_s is not None and now - self._last_write >= self.remote_idle_s / 2
+                    and not self._delayed):
+                self.out.append(HEARTBEAT)
+                self.flush()
+        self._arm()
 
     # ------------------------------------------------------------------ headers, SASL, open
     def _on_header(self, header: bytes) -> None:
@@ -281,22 +400,20 @@ class AmqpConnection(asyncio.Protocol):
         idle = perf.idle_time_out
         if idle:
             self.remote_idle_s = max(0.05, int(idle) / 1000.0)
-            self._timers.append(self.broker.loop.call_later(self.remote_idle_s / 2, self._heartbeat))
-        self.reader.max_frame_size = MAX_FRAME_SIZE
+        cfg = self.broker.cfg
+        self.reader.max_frame_size = cfg.max_frame_size
         self.reader.one_at_a_time = False
         self.state = "opened"
+        # AMQP 1.0 2.4.5: advertise half the real limit, so a peer heartbeating at that pace is never closed
+        our_idle = UInt(int(cfg.idle_timeout_s * 500)) if cfg.idle_timeout_s else None
         self.send(0, P.OPEN, [
-            self.container_id, None, UInt(MAX_FRAME_SIZE), UShort(CHANNEL_MAX), None, None, None, None, None,
-            {Symbol("product"): "harness-eventhubs-emulator"},
+            self.container_id, None, UInt(cfg.max_frame_size), UShort(CHANNEL_MAX), our_idle, None, None, None,
+            None, {Symbol("product"): "harness-eventhubs-emulator"},
         ])
-
-    def _heartbeat(self) -> None:
-        if self.state != "opened" or self.remote_idle_s is None:
+        if self.refusal is not None:
+            self.close(*self.refusal, linger=True)
             return
-        if time.monotonic() - self._last_write >= self.remote_idle_s / 2 and not self._delayed:
-            self.out.append(HEARTBEAT)
-            self.flush()
-        self._timers.append(self.broker.loop.call_later(self.remote_idle_s / 2, self._heartbeat))
+        self._arm()
 
     # ------------------------------------------------------------------ sessions
     def _session(self, channel: int) -> Session:
@@ -590,6 +707,7 @@ class AmqpConnection(asyncio.Protocol):
             if f[5]:  # more frames follow
                 link.partial = bytearray(payload)
                 link.partial_first = f
+                self._partial_links.add(link)
                 return
         self._finish_delivery(link, first, payload)
 

@@ -22,17 +22,27 @@ those arguments::
                            **emu.client_kwargs("amqps"))          # or "wss"
     EventHubProducerClient.from_connection_string(emu.connection_string("eh1"), **emu.client_kwargs("ws"))
 
-``config`` is an EmulatorConfig, a path to a Config.json, or None for the defaults (see config.py).
+``config`` is an EmulatorConfig, a path to a Config.json, or None for the defaults (see config.py). Credentials
+are checked unless the config says ``accept_any_credential``: with no keys configured, a random key
+``RootManageSharedAccessKey`` is made at construction; ``connection_string()`` and ``sas_key`` carry it. A port
+that cannot be listened on raises ``ListenError`` (an InputError naming the listener, the port and, when it can be
+found, the process holding it).
 The same loop-side logic backs ``serve.serve_forever`` (foreground) and the HTTP control API (control.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
+import errno
 import logging
+import os
 import shutil
+import socket
 import threading
 
+from harness.errors import InputError
 from .broker import Broker
 from .config import DEFAULT_KEY, DEFAULT_KEY_NAME, EmulatorConfig, load_config
 from .connection import AmqpConnection
@@ -42,6 +52,57 @@ from .websocket import WebSocketAmqp
 
 log = logging.getLogger(__name__)
 TRANSPORTS = ("amqps", "wss", "ws")
+LISTENER_FLAGS = {"amqp": "--port", "amqps": "--tls-port", "ws": "--ws-port", "wss": "--wss-port",
+                  "control": "--control-port"}
+
+
+class ListenError(InputError):
+    """A listener could not bind: the message names the option, the address and why (who holds the port)."""
+
+
+def generated_key() -> str:
+    """A key shaped like Azure's (base64 of 32 random bytes)."""
+    return base64.b64encode(os.urandom(32)).decode("ascii")
+
+
+def with_credentials(cfg: EmulatorConfig) -> EmulatorConfig:
+    """``cfg`` with a generated key when it has none and credentials are checked (so something can pass)."""
+    if cfg.sas_keys or cfg.accept_any_credential:
+        return cfg
+    return dataclasses.replace(cfg, sas_keys={DEFAULT_KEY_NAME: generated_key()})
+
+
+def port_holder(port: int) -> str:
+    """'pid 123 (python -m harness.emulator)' for who listens on ``port``, or '' when that cannot be seen."""
+    try:
+        import psutil
+
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                try:
+                    cmd = " ".join(" ".join(psutil.Process(conn.pid).cmdline()).split())[:120]  # one line
+                except psutil.Error:
+                    cmd = ""
+                return f"pid {conn.pid}" + (f" ({cmd})" if cmd else "")
+    except Exception:  # noqa: BLE001 - psutil missing or not allowed to look: the error stays without the holder
+        pass
+    return ""
+
+
+def listen_error(listener: str, host: str, port: int, exc: OSError) -> ListenError:
+    flag = LISTENER_FLAGS.get(listener, listener)
+    where = f"{flag} {port}: cannot listen on {host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        holder = port_holder(port)
+        return ListenError(f"{where}: the port is already in use" + (f" by {holder}" if holder else "")
+                           + "; choose another port or 0 for any free one")
+    if exc.errno == errno.EACCES:
+        return ListenError(f"{where}: permission denied (ports below 1024 need privileges); choose a port from "
+                           "1024 to 65535 or 0 for any free one")
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return ListenError(f"{where}: {exc.strerror or exc} (--host must be an address of this machine, such as "
+                           "127.0.0.1)")
+    return ListenError(f"{where}: {exc.strerror or exc}")
 
 
 class EmulatorCore:
@@ -50,7 +111,7 @@ class EmulatorCore:
     def __init__(self, config: EmulatorConfig | str | None = None, host: str = "127.0.0.1", port: int = 0,
                  control_port: int | None = None, *, tls_port: int | None = 0, ws_port: int | None = 0,
                  wss_port: int | None = 0, cert_dir: str | None = None) -> None:
-        self.cfg = config if isinstance(config, EmulatorConfig) else load_config(config)
+        self.cfg = with_credentials(config if isinstance(config, EmulatorConfig) else load_config(config))
         self.host = host
         self.requested_port = port
         self.requested_control_port = control_port
@@ -79,7 +140,15 @@ class EmulatorCore:
         def websocket():
             return WebSocketAmqp(amqp, loop)
 
-        self.port = await self._listen(amqp, self.requested_port)
+        try:
+            await self._start_listeners(loop, amqp, websocket)
+        except BaseException:
+            await self.stop()  # what did start must not outlive the failure
+            raise
+        return self
+
+    async def _start_listeners(self, loop, amqp, websocket) -> None:
+        self.port = await self._listen(amqp, self.requested_port, listener="amqp")
         ssl_ctx = None
         if self.requested["tls"] is not None or self.requested["wss"] is not None:
             try:
@@ -90,23 +159,29 @@ class EmulatorCore:
                 self.tls_error = str(exc)
                 log.warning("TLS and WSS listeners not started: %s", exc)
         if ssl_ctx is not None and self.requested["tls"] is not None:
-            self.tls_port = await self._listen(amqp, self.requested["tls"], ssl_ctx)
+            self.tls_port = await self._listen(amqp, self.requested["tls"], ssl_ctx, listener="amqps")
         if self.requested["ws"] is not None:
-            self.ws_port = await self._listen(websocket, self.requested["ws"])
+            self.ws_port = await self._listen(websocket, self.requested["ws"], listener="ws")
         if ssl_ctx is not None and self.requested["wss"] is not None:
-            self.wss_port = await self._listen(websocket, self.requested["wss"], ssl_ctx)
+            self.wss_port = await self._listen(websocket, self.requested["wss"], ssl_ctx, listener="wss")
         if self.requested_control_port is not None:
             from .control import ControlServer
 
             self._control = ControlServer(self)
-            self.control_port = await self._control.start("127.0.0.1", self.requested_control_port)
-        return self
+            try:
+                self.control_port = await self._control.start("127.0.0.1", self.requested_control_port)
+            except OSError as exc:
+                self._control = None
+                raise listen_error("control", "127.0.0.1", self.requested_control_port, exc) from None
 
-    async def _listen(self, factory, port: int, ssl_ctx=None) -> int:
-        server = await asyncio.get_running_loop().create_server(
-            factory, self.host, port, reuse_address=True, backlog=512, ssl=ssl_ctx,
-            ssl_handshake_timeout=10.0 if ssl_ctx is not None else None,
-        )
+    async def _listen(self, factory, port: int, ssl_ctx=None, *, listener: str) -> int:
+        try:
+            server = await asyncio.get_running_loop().create_server(
+                factory, self.host, port, reuse_address=True, backlog=512, ssl=ssl_ctx,
+                ssl_handshake_timeout=10.0 if ssl_ctx is not None else None,
+            )
+        except OSError as exc:
+            raise listen_error(listener, self.host, port, exc) from None
         self._servers.append(server)
         return server.sockets[0].getsockname()[1]
 
@@ -132,10 +207,15 @@ class EmulatorCore:
     def client_host(self) -> str:
         return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
 
+    @property
+    def sas_key(self) -> tuple[str, str]:
+        """(key name, key) that clients should sign with: the first configured (or generated) key."""
+        return next(iter(self.cfg.sas_keys.items()), (DEFAULT_KEY_NAME, DEFAULT_KEY))
+
     def connection_string(self, hub: str | None = None, key_name: str | None = None, key: str | None = None,
                           host: str | None = None) -> str:
         if key_name is None:
-            key_name, key_default = next(iter(self.cfg.sas_keys.items()), (DEFAULT_KEY_NAME, DEFAULT_KEY))
+            key_name, key_default = self.sas_key
             key = key if key is not None else key_default
         elif key is None:
             key = self.cfg.sas_keys.get(key_name, DEFAULT_KEY)
@@ -285,6 +365,11 @@ class EmulatorServer:
     @property
     def config(self) -> EmulatorConfig:
         return self.core.cfg
+
+    @property
+    def sas_key(self) -> tuple[str, str]:
+        """(key name, key) a client signs with, e.g. ``AzureNamedKeyCredential(*emu.sas_key)``."""
+        return self.core.sas_key
 
     def connection_string(self, hub: str | None = None, key_name: str | None = None, key: str | None = None) -> str:
         return self.core.connection_string(hub, key_name, key)

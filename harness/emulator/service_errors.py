@@ -70,3 +70,22 @@ def non_epoch_refused(current: int) -> str:
         "is not allowed. Either reconnect with a higher epoch, or make sure all epoch receivers are closed or "
         "disconnected."
     )
+
+
+def connection_inactive(idle_ms: int, container_id: str) -> str:
+    """The service's text when it closes a silent connection (``amqp:connection:forced``)."""
+    return tracked(f"The connection was inactive for more than the allowed {idle_ms} milliseconds and is closed by "
+                   f"container '{container_id}'.", "gateway5")
+
+
+def connection_quota(limit: int, namespace: str) -> str:
+    """Refusal of a connection above ``Emulator.MaxConnections`` (``amqp:resource-limit-exceeded``)."""
+    return tracked(f"Cannot open more connections to namespace '{namespace}': it already has {limit}, the limit "
+                   "(Emulator.MaxConnections). Close unused clients or raise the limit.", namespace)
+
+
+def incomplete_frames_limit(total: int, limit: int, held: int) -> str:
+    """The connection closed because unfinished frames of all connections passed the emulator's budget."""
+    return tracked(f"The emulator holds {total} bytes of incomplete frames across all connections, more than the "
+                   f"limit of {limit} (Emulator.MaxIncompleteFrameBytes); this connection held the most ({held} "
+                   "bytes) and is closed.", "emulator")

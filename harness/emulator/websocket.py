@@ -6,7 +6,8 @@ back: ``WebSocketAmqp`` does the opening handshake, unmasks client frames, answe
 bytes to an ordinary AMQP protocol object through ``FramedTransport``, which frames what that protocol writes.
 Anything that breaks RFC 6455 closes the socket with the matching close code (1002 protocol error, 1003
 unsupported data, 1009 too big), never the server. A connection that opens with an AMQP protocol header instead of
-an HTTP request is served as plain AMQP (see ``data_received``).
+an HTTP request is served as plain AMQP (see ``data_received``). Bytes of an unfinished WebSocket frame count
+towards the emulator's budget for incomplete frames (``outer_buffered`` of the AMQP connection).
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ class WebSocketAmqp(asyncio.Protocol):
         if self.state == "raw":
             self.inner.data_received(data)
             return
-        if self.state == "closed":
+        if self.state == "closed" or self.closing:
             return
         self.buf += data
         if self.state == "handshake" and len(self.buf) >= 4 and self.buf[:4] == b"AMQP":
@@ -229,6 +230,12 @@ class WebSocketAmqp(asyncio.Protocol):
             self.inner = self.inner_factory()
             self.inner.connection_made(FramedTransport(self))
         self._read_frames()
+        self._report_buffered()
+
+    def _report_buffered(self) -> None:
+        report = getattr(self.inner, "outer_buffered", None)  # an unfinished WebSocket frame counts as one
+        if report is not None and not self.closing:
+            report(len(self.buf))
 
     # ------------------------------------------------------------------ frames
     def _read_frames(self) -> None:
@@ -262,6 +269,8 @@ class WebSocketAmqp(asyncio.Protocol):
             mask = bytes(buf[pos : pos + 4])
             payload = unmask(bytes(buf[pos + 4 : pos + 4 + length]), mask)
             del buf[: pos + 4 + length]
+            if length > 65536:
+                self._report_buffered()  # the frame's bytes move to the AMQP reader: not counted twice
             self._on_frame(opcode, fin, payload)
 
     def _on_frame(self, opcode: int, fin: bool, payload: bytes) -> None:
@@ -297,6 +306,7 @@ class WebSocketAmqp(asyncio.Protocol):
             log.info("websocket %s closed with %d: %s", self.transport.get_extra_info("peername"), code, reason)
         self.send(OP_CLOSE, struct.pack(">H", code) + reason.encode("utf-8")[:120])
         self.closing = True
+        self.buf = bytearray()  # nothing more is read: let an unfinished frame go now
         self.transport.close()
 
     def _refuse(self, exc: _HandshakeError) -> None:

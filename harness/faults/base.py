@@ -55,7 +55,8 @@ class RunHandle(Protocol):
 class FaultOptions(BaseModel):
     """Schedule fields every fault has; a fault's own options are declared on its subclass."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # no inf or nan (TOML has both): an injection at inf never comes, and the run would wait for it
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
     kind: str
     at_s: float | None = Field(None, ge=0, description="first injection, seconds after traffic starts")

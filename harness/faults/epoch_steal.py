@@ -19,7 +19,7 @@ class EpochStealOptions(FaultOptions):
     partitions: list[int] | None = Field(None, description="partitions to take (default: all)")
     consumer_group: str = "$Default"
     hold_s: float = Field(0.0, ge=0, le=600, description="the competing reader holds the partition this long")
-    attached_timeout_s: float = Field(30.0, gt=0, description="wait this long for the query's receivers")
+    attached_timeout_s: float = Field(30.0, gt=0, le=3600, description="wait this long for the query's receivers")
 
 
 @register

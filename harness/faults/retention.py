@@ -31,7 +31,7 @@ class RetentionOptions(FaultOptions):
     segment_ms: int = Field(500, ge=1, description="topic segment.ms while the fault is active")
     segment_bytes: int | None = Field(None, ge=1_048_576,
                                       description="topic segment.bytes while active (Kafka's minimum is 1 MiB)")
-    settle_timeout_s: float = Field(30.0, gt=0, description="after heal, wait at most this long for the log "
+    settle_timeout_s: float = Field(30.0, gt=0, le=3600, description="after heal, wait at most this long for the log "
                                                            "start offsets to stop moving")
 
 

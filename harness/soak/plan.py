@@ -10,6 +10,7 @@ import json
 import random
 from pathlib import Path
 
+from harness import secrets
 from harness.config import ConfigError, Scenario, SoakSpec, validate_resolved
 
 
@@ -43,7 +44,8 @@ def resolve(scenario: Scenario) -> Scenario:
     data["faults"] = draw_faults(scenario)
     soak = data.setdefault("soak", SoakSpec().model_dump(mode="json", exclude_none=True))
     soak.pop("random_faults", None)
-    return validate_resolved(data, "the soak's resolved scenario")
+    # the backend as given: its dump shows its secrets as *** (harness.secrets), the run needs them
+    return validate_resolved(data, "the soak's resolved scenario").model_copy(update={"backend": scenario.backend})
 
 
 def replayed(run_dir: Path) -> tuple[Scenario, Path]:
@@ -55,5 +57,10 @@ def replayed(run_dir: Path) -> tuple[Scenario, Path]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"--replay {run_dir}: cannot read its scenario.json ({exc}); give a run directory "
                           "a soak wrote") from None
+    hidden = secrets.hidden_paths(data)
+    if hidden:
+        raise ConfigError(f"--replay {run_dir}: its scenario.json shows {', '.join(hidden[:5])} as "
+                          f"{secrets.REDACTED!r} (secrets are never written), so it cannot be run again as it "
+                          "was; give secrets in the scenario as \"${ENV_VAR}\" references, which a record keeps")
     return validate_resolved(data, str(record)), source
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from harness import atomic
+from harness import atomic, secrets
 from harness.backends.base import SparkSource
 from harness.jsonl import read_jsonl
 from harness.jvm.artifacts import resolve
@@ -105,9 +105,11 @@ class SparkQueryProcess:
         if jar_paths:
             full_conf["spark.jars"] = ",".join(jar_paths)
         full_conf.update(conf)
+        full_conf.update(secrets.spark_redaction_conf(full_conf))  # Spark's own logs hide them too
         self.job = {
             "run_dir": str(run_dir), "master": master,
-            "conf": full_conf, "trigger": trigger, "sink": sink, "output_mode": output_mode,
+            "conf": secrets.referenced(full_conf),  # secrets as ${VAR}: the driver expands them (harness.secrets)
+            "trigger": trigger, "sink": sink, "output_mode": output_mode,
             "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
             "instrumentation_off": sorted(off), "py_files": [str(p) for p in py_files],
@@ -120,6 +122,7 @@ class SparkQueryProcess:
         self.restarts = 0
         self._killed = False  # the current process was killed on purpose: restart it
         self._lock = threading.Lock()
+        self._child_env: dict[str, str] = {}  # the environment the running driver started with
 
     @property
     def source_path(self) -> Path:
@@ -133,13 +136,17 @@ class SparkQueryProcess:
         if source.metrics_option:  # the source's per-task records land in the run directory (source-metrics/)
             source = replace(source, options={**source.options,
                                               source.metrics_option: str(self.run_dir / "source-metrics")})
-        self.job.update(source.as_job())
+        job = source.as_job()
+        job["options"] = secrets.referenced(job["options"])  # written to job.json and source.json: references
+        self.job.update(job)
 
     def provide_source(self, source: SparkSource) -> None:
         """Hand the source to a driver started with `await_source=True` (it starts its query on reading it); the
         job keeps it, so a restart after a kill starts the query straight away."""
         self.set_source(source)
-        atomic.write_json(self.source_path, source_part(self.job))
+        part = source_part(self.job)  # a secret new since the driver started is sealed, not in its environment
+        part["options"] = secrets.sealed_for(part["options"], self._child_env)
+        atomic.write_json(self.source_path, part)
 
     def marks(self) -> list[dict]:
         """The driver's start-up marks ({"mark", "at"}: process, jvm_up, session_ready, source_received,
@@ -172,7 +179,8 @@ class SparkQueryProcess:
         for stale in ("stop",) if keep_drain else ("drain.json", "stop"):
             (self.control / stale).unlink(missing_ok=True)
         self.status_path.unlink(missing_ok=True)
-        env = dict(os.environ)
+        secrets.ensure_key()  # the key a secret handed over later is sealed with (provide_source)
+        env = self._child_env = dict(os.environ)
         env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
         if self.loopback:
             env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
@@ -243,4 +251,7 @@ class SparkQueryProcess:
                     return "restarting"
                 state = self.status().get("state")
                 return {"failed": "failed", "finished": "finished", "drained": "finished"}.get(state, "exited")
-            return "running" if self.status().get("state") == "started" else "restarting"
+            state = self.status().get("state")
+            if state == "failed":  # the query is gone though its driver is still stopping: no reason to wait
+                return "failed"
+            return "running" if state == "started" else "restarting"

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from harness import atomic
+from harness.secrets import expand_all, is_secret_key
 from harness.spark.checkpoint import committed
 
 EXIT_DRAINED, EXIT_DRAIN_TIMEOUT, EXIT_QUERY_FAILED = 0, 3, 4
@@ -43,18 +44,19 @@ def _mark(run_dir: Path, mark: str, at: float | None = None) -> None:
 
 def build_session(job: dict, run_dir: Path | None = None):
     """The JVM first (its own mark: the gateway launched with the job's conf, as the builder would launch it),
-    then the session on it."""
+    then the session on it, which gets the secrets (harness.secrets: the job carries them as ${VAR})."""
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     conf = SparkConf().setMaster(job["master"]).setAppName(job["app_name"])
-    for key, value in job["conf"].items():
-        conf.set(key, value)
+    for key, value in expand_all(job["conf"]).items():
+        if not is_secret_key(key):  # the JVM is launched with these on its command line (ps shows it): not secrets
+            conf.set(key, value)
     SparkContext._ensure_initialized(conf=conf)
     if run_dir is not None:
         _mark(run_dir, "jvm_up")
     builder = SparkSession.builder.master(job["master"]).appName(job["app_name"])
-    for key, value in job["conf"].items():
+    for key, value in expand_all(job["conf"]).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -302,14 +304,13 @@ def progress_recorder(progress_path: Path, ends: dict[str, dict[str, int]]):
 
 def _start(spark, job: dict):
     """The user's query on the normalised source, written to the sink with the job's trigger; started."""
-    from harness.backends.kafka.security import expand_all
     from harness.queries import resolve
     from harness.spark.events import load
 
     _mark(Path(job["run_dir"]), "source_received")
     for path in job.get("data_sources", []):
         spark.dataSource.register(load(path))
-    options = expand_all(job["options"])  # secrets travel as ${VAR} references (harness.backends.kafka.security)
+    options = expand_all(job["options"])  # secrets travel as ${VAR} references (harness.secrets)
     df = spark.readStream.format(job["format"]).options(**options).load()
     query_def, params = resolve(job["query"]), dict(job.get("query_params") or {})
     out = query_def.function(load(job["normalise"])(df), params)

@@ -139,6 +139,11 @@ def test_control_api(emu):
     assert _http(f"{base}/nothing", {})[0] == 404
 
 
+def _key_of(conn: str) -> tuple[str, str]:
+    fields = dict(part.split("=", 1) for part in conn.split(";") if part)
+    return fields["SharedAccessKeyName"], fields["SharedAccessKey"]
+
+
 def _serve(args, n_lines):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "harness.emulator", *args],
@@ -166,7 +171,7 @@ def test_serve_forever_process(tmp_path):
             assert p.get_partition_ids() == ["0", "1"]
         with EventHubProducerClient(  # what a client given a host name and a credential needs
             fully_qualified_namespace="localhost", eventhub_name="eh1", retry_total=0,
-            credential=AzureNamedKeyCredential("RootManageSharedAccessKey", "SAS_KEY_VALUE"),
+            credential=AzureNamedKeyCredential(*_key_of(conn)),  # the key the emulator made and printed
             custom_endpoint_address=f"sb://127.0.0.1:{info['tls_port']}", transport_type=TransportType.Amqp,
             connection_verify=info["ca_file"],
         ) as p:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 import time
 
@@ -44,10 +45,27 @@ def test_sas_bad_key_is_authentication_error(sas_emulator, key_name, key):
     assert sas_emulator.snapshot()["hubs"]["secure"]["partitions"]["0"]["retained_events"] <= 1
 
 
-def test_sas_not_checked_without_keys(emu):
-    cs = emu.connection_string("eh1", key_name="anything", key="whatever")
-    with EventHubProducerClient.from_connection_string(cs, **FAST) as p:
+def test_wrong_key_refused_by_default(emu):
+    """No keys configured: the emulator made one, and a token signed with another is refused, as on Azure."""
+    name, key = emu.sas_key
+    assert name == "RootManageSharedAccessKey" and len(base64.b64decode(key)) == 32
+    for key_name, wrong in ((name, "d3Jvbmcta2V5"), ("anything", key), (name, "SAS_KEY_VALUE")):
+        with EventHubProducerClient.from_connection_string(
+                emu.connection_string("eh1", key_name=key_name, key=wrong), retry_total=0) as p:
+            with pytest.raises(AuthenticationError):
+                p.get_eventhub_properties()
+    with EventHubProducerClient.from_connection_string(emu.connection_string("eh1"), **FAST) as p:
         assert p.get_eventhub_properties()["eventhub_name"] == "eh1"
+
+
+def test_any_credential_only_when_asked():
+    cfg = EmulatorConfig(hubs=(HubConfig("open", 1),), accept_any_credential=True)
+    with EmulatorServer(cfg, tls_port=None, ws_port=None, wss_port=None) as server:
+        cs = server.connection_string("open", key_name="anything", key="whatever")
+        with EventHubProducerClient.from_connection_string(cs, **FAST) as p:
+            assert p.get_eventhub_properties()["eventhub_name"] == "open"
+            p.send_batch([EventData("unsigned")], partition_id="0")
+        assert server.snapshot()["hubs"]["open"]["partitions"]["0"]["retained_events"] == 1
 
 
 def test_async_producer_and_consumer(emu):
@@ -207,7 +225,8 @@ def _sasl_plain(port: int, user: str, password: str) -> int:
 def test_sasl_plain_checks_configured_keys(sas_emulator, emu):
     assert _sasl_plain(sas_emulator.port, "app", "c2VjcmV0LWtleQ==") == 0
     assert _sasl_plain(sas_emulator.port, "app", "wrong") == 1
-    assert _sasl_plain(emu.port, "any", "thing") == 0  # no keys configured: accepted
+    assert _sasl_plain(emu.port, "any", "thing") == 1  # no keys configured: the generated one is still checked
+    assert _sasl_plain(emu.port, *emu.sas_key) == 0
 
 
 def test_configured_message_size_becomes_sdk_batch_limit():

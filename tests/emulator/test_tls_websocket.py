@@ -21,11 +21,9 @@ from azure.eventhub.exceptions import AuthenticationError, EventHubError
 from emulator_helpers import FAST, collect
 
 from harness.emulator import EmulatorConfig, EmulatorServer, HubConfig, sas
-from harness.emulator.config import DEFAULT_KEY, DEFAULT_KEY_NAME
 from harness.emulator.websocket import accept_key, unmask
 
 HUB = "transports"
-CRED = AzureNamedKeyCredential(DEFAULT_KEY_NAME, DEFAULT_KEY)
 
 
 def _last_seq(emu, pid="0"):
@@ -67,11 +65,12 @@ def test_certificate_verifies_for_loopback_names(emulator):
 def test_sdk_with_host_name_and_credential(emu, transport):
     before = _last_seq(emu)
     kwargs = emu.client_kwargs(transport)
-    with EventHubProducerClient(eventhub_name=HUB, credential=CRED, **kwargs, **FAST) as p:
+    cred = AzureNamedKeyCredential(*emu.sas_key)  # the key the emulator generated at start
+    with EventHubProducerClient(eventhub_name=HUB, credential=cred, **kwargs, **FAST) as p:
         assert p.get_partition_ids() == ["0", "1"]
         p.send_batch([EventData(f"over {transport}")], partition_id="0")
     assert _last_seq(emu) == before + 1
-    c = EventHubConsumerClient(eventhub_name=HUB, consumer_group="$Default", credential=CRED, **kwargs, **FAST)
+    c = EventHubConsumerClient(eventhub_name=HUB, consumer_group="$Default", credential=cred, **kwargs, **FAST)
     got = collect(c, 1, partition_id="0", starting_position=before, starting_position_inclusive=False)
     assert [e.body_as_str() for e in got] == [f"over {transport}"]
 
@@ -161,19 +160,21 @@ def test_sdk_behind_http_proxy_uses_websockets(emu):
 
 
 def test_sas_credential_over_tls_and_untrusted_ca_fails(emu):
-    token = sas.make_token(f"sb://localhost/{HUB}", DEFAULT_KEY_NAME, DEFAULT_KEY)
+    token = sas.make_token(f"sb://localhost/{HUB}", *emu.sas_key)
     with EventHubProducerClient(eventhub_name=HUB, credential=AzureSasCredential(token),
                                 **emu.client_kwargs("amqps"), **FAST) as p:
         assert p.get_eventhub_properties()["eventhub_name"] == HUB
     kwargs = dict(emu.client_kwargs("amqps"), connection_verify=None)  # the certifi bundle: not our CA
-    with EventHubProducerClient(eventhub_name=HUB, credential=CRED, retry_total=0, **kwargs) as p:
+    with EventHubProducerClient(eventhub_name=HUB, credential=AzureNamedKeyCredential(*emu.sas_key), retry_total=0,
+                                **kwargs) as p:
         with pytest.raises(EventHubError, match="(?i)certificate"):
             p.get_partition_ids()
 
 
 def test_async_sdk_over_tls(emu):
     async def main():
-        async with AsyncProducer(eventhub_name=HUB, credential=CRED, **emu.client_kwargs("amqps"), **FAST) as p:
+        async with AsyncProducer(eventhub_name=HUB, credential=AzureNamedKeyCredential(*emu.sas_key),
+                                 **emu.client_kwargs("amqps"), **FAST) as p:
             await p.send_batch([EventData("async tls")], partition_id="1")
             return (await p.get_partition_properties("1"))["last_enqueued_sequence_number"]
 

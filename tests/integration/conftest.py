@@ -12,13 +12,13 @@ def supervisor(harness_supervisor):
 
 
 @pytest.fixture(scope="session")
-def kafka(kafka_cluster):
-    return kafka_cluster
+def kafka(harness_kafka_cluster):
+    return harness_kafka_cluster
 
 
 @pytest.fixture(scope="session")
-def spark(spark_session):
-    return spark_session
+def spark(harness_spark_session):
+    return harness_spark_session
 
 
 @pytest.fixture(scope="session")

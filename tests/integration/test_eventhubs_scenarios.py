@@ -1,5 +1,6 @@
 """Event Hubs runs end to end: the emulator, the SDK producers, the project's Spark source, a fault, the verdict.
 (Every eh-* scenario at full length runs in `make test-slow`.)"""
+import re
 import subprocess
 import sys
 
@@ -33,6 +34,14 @@ def test_aged_out_events_are_skipped_and_reported_exactly(harness_env, tmp_path)
     placement = result["placement"]
     assert placement["partition_known"] == 1.0 and placement["executors"] == ["driver"]
     assert placement["tasks_reading"] == result["source"]["tasks"]
+    # the emulator checked the run's key (a wrong one is refused: tests/emulator), and no file of the run holds it:
+    # every connection string written says ${...} or *** where the key would be
+    key_values = set()
+    for path in (tmp_path / "run").rglob("*"):
+        if path.is_file():
+            key_values |= set(re.findall(rb"SharedAccessKey=([^;\"'\s]*)", path.read_bytes()))
+    assert b"${HARNESS_EMULATOR_KEY}" in key_values  # the emulator's log
+    assert all(v == b"***" or re.fullmatch(rb"\$\{[A-Z0-9_]+\}", v) for v in key_values), key_values
 
 
 @pytest.mark.slow

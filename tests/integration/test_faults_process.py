@@ -63,11 +63,12 @@ def faults_of(result, kind):
     ("broker-kill", 'producers.client.acks="1"', "use acks = \"all\""),
     ("broker-kill", 'backend.mode="container"', "embedded Kafka backend"),
     ("executor-kill", 'spark.master="local[2]"', "local-cluster"),
-    ("crash-recovery", 'spark.trigger.kind="availableNow"', "only starts after the traffic"),
+    ("crash-recovery", ('spark.trigger.kind="availableNow"', 'spark.trigger.interval="0 seconds"'),
+     "only starts after the traffic"),
 ])
 def test_bad_fault_settings_are_refused_with_a_reason(name, override, words):
     with pytest.raises(ConfigError) as err:
-        load_scenario(name, [override])
+        load_scenario(name, list(override) if isinstance(override, tuple) else [override])
     assert words in str(err.value) and "faults.0" in str(err.value)
 
 

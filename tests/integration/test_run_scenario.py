@@ -96,7 +96,9 @@ def test_steady_passes_end_to_end(steady_run):
     assert_no_orphans(token, timeout=5)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "crash"])
+# Ctrl-C is make test-slow's: SIGTERM takes the same path (test_run_stopped.py), a crash does not
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGKILL],
+                         ids=["ctrl-c", "crash"])
 def test_interrupted_or_crashed_run_leaves_no_process_behind(harness_env, tmp_path, sig):
     out = tmp_path / "run"
     proc, token = start_run(harness_env, out, "producers.duration_s=60")
@@ -110,8 +112,8 @@ def test_interrupted_or_crashed_run_leaves_no_process_behind(harness_env, tmp_pa
     if sig == signal.SIGINT:
         assert proc.returncode == 130, stdout
         result = json.loads((out / "result.json").read_text())
-        assert result["verdict"] == "fail"
-        assert result["checks"][0]["name"] == "completed" and "interrupted" in result["checks"][0]["detail"]
+        assert result["verdict"] == "unjudged" and result["checks"] == []  # stopped from outside: no verdict
+        assert result["unjudged_reason"].startswith("interrupted (Ctrl-C)")
         assert result["counts"]["produced"] > 0  # what was recorded before the interrupt is kept
 
 

@@ -8,6 +8,7 @@ exits non-zero.
 """
 import json
 import math
+import os
 import socket
 from datetime import datetime
 
@@ -85,23 +86,27 @@ def test_once_reads_the_whole_backlog_in_one_batch(harness_env, tmp_path):
 
 
 def test_a_run_that_cannot_be_judged_still_writes_its_result_and_exits_non_zero(harness_env, tmp_path):
-    """The run directory holds a sink whose own log lists a Parquet file that is not there: judging cannot read
-    the sink. (The run itself is cut short without Spark: an external cluster that does not answer.)"""
+    """A query that owns its sink and whose table cannot be read back: judging cannot read the sink. (The run
+    itself is cut short without Spark: an external cluster that does not answer. The run directory starts empty:
+    an earlier run's files are never read with a new run's, harness.outdir.)"""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
+    (tmp_path / "unreadable_table.py").write_text(
+        "def build(events, params):\n    return events\n\n\n"
+        "def write(batch_df, batch_id, sink_dir, params):\n    pass\n\n\n"
+        "def read(sink_dir, params):\n    raise OSError(f'{sink_dir}/table.db: the table cannot be read back')\n\n\n"
+        "build.foreach_batch, build.read_sink = write, read\n")
     out = tmp_path / "unjudged"
-    (out / "sink" / "_spark_metadata").mkdir(parents=True)
-    missing = out / "sink" / "part-00000-missing.parquet"
-    (out / "sink" / "_spark_metadata" / "0").write_text(
-        "v1\n" + json.dumps({"path": missing.as_uri(), "size": 1, "isDir": False, "modificationTime": 1,
-                             "blockReplication": 1, "blockSize": 1, "action": "add"}) + "\n")
-    proc, result = run(harness_env, out, "steady", 'backend.mode="external"', f'backend.bootstrap_servers="{dead}"',
-                       timeout=300)
-    assert proc.returncode == 1, proc.stdout[-3000:]
+    path = os.pathsep.join([str(tmp_path), *([harness_env["PYTHONPATH"]] if harness_env.get("PYTHONPATH") else [])])
+    proc, result = run(dict(harness_env, PYTHONPATH=path), out, "steady",
+                       'spark.query="unreadable_table:build"', 'backend.mode="external"',
+                       f'backend.bootstrap_servers="{dead}"', timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     typed(result)
     assert result["verdict"] == "unjudged"
-    assert "reading the sink" in result["unjudged_reason"] and missing.name in result["unjudged_reason"]
+    assert "reading the query's own sink" in result["unjudged_reason"]
+    assert "the table cannot be read back" in result["unjudged_reason"]
     assert result["checks"][0]["name"] == "completed" and dead in result["checks"][0]["detail"]
     assert "could not be judged" in (out / "report.md").read_text()
-    assert (out / "judge-error.txt").exists()
+    assert (out / "judge-error.txt").stat().st_size > 0

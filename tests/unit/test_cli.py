@@ -47,3 +47,15 @@ def test_report_rebuilds_report_md_from_result_json_and_refuses_a_non_run_direct
     assert proc.returncode == 2 and f"{tmp_path / 'result.json'}: not readable JSON" in proc.stderr
     proc = harness("report", str(tmp_path / "nothing"))
     assert proc.returncode == 2 and "neither result.json nor sweep.json" in proc.stderr
+
+
+def test_list_names_an_unreadable_scenario_file_instead_of_a_traceback(tmp_path, monkeypatch, capsys):
+    from harness import cli
+
+    (tmp_path / "good.toml").write_text('description = "fine"\n', encoding="utf-8")
+    (tmp_path / "latin.toml").write_bytes('description = "caf\xe9"\n'.encode("latin-1"))
+    monkeypatch.setattr(cli, "SCENARIOS_DIR", tmp_path)
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "good" in out and "fine" in out
+    assert "latin" in out and "unreadable: UnicodeDecodeError" in out

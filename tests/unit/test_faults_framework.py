@@ -126,7 +126,7 @@ def test_unknown_fault_option_names_what_is_allowed(tmp_path):
     path = write(tmp_path, '[[faults]]\nkind = "delete_records"\nat_s = 1\npartition = [0]\n')
     with pytest.raises(ConfigError) as err:
         load_scenario(str(path))
-    assert "faults[0]" in str(err.value) and "partition: unknown key; allowed:" in str(err.value)
+    assert "faults[0]" in str(err.value) and "partition: unknown key; did you mean 'partitions'? allowed:" in str(err.value)
     assert "partitions" in str(err.value)
 
 

@@ -152,7 +152,8 @@ def _scenario(tmp_path, backend: str, faults: str = "") -> str:
     ('[backend.client]\n"security.protocol" = "SASL_SSL"\n"sasl.mechanism" = "PLAIN"\n"sasl.username" = "u"\n'
      '"sasl.password" = "p"',
      "backend.kafka: client: security.protocol = 'SASL_SSL' but the embedded broker listens in PLAINTEXT; set "
-     "sasl = 'PLAIN' for a SASL listener"),
+     "sasl = 'PLAIN', 'SCRAM-SHA-256' or 'SCRAM-SHA-512' for a SASL listener (with security.protocol = 'SASL_SSL' "
+     "for TLS)"),
 ])
 def test_security_settings_that_cannot_work_exit_2(tmp_path, backend, message):
     path = _scenario(tmp_path, backend)

@@ -22,8 +22,8 @@ def refused(*overrides):
 
 # -- config ------------------------------------------------------------------------------------------------------
 def test_a_master_that_is_neither_local_nor_a_cluster_url_is_refused_with_what_is_allowed():
-    assert refused('spark.master="spark://host"') == (
-        f"{STEADY}: spark.master: not a master this harness can run on; allowed: local[N] | local[N,F] | "
+    assert refused('spark.master="spark://host"') == (  # a --set's error names the --set (harness.config)
+        f"--set 'spark.master=\"spark://host\"' (on {STEADY}): spark.master: not a master this harness can run on; allowed: local[N] | local[N,F] | "
         "local-cluster[N,C,M] | spark://host:port[,host:port...] | yarn | k8s://https://host:port "
         "(got 'spark://host')")
 
@@ -37,19 +37,19 @@ def test_cluster_urls_and_local_masters_are_accepted(master):
 
 def test_standalone_with_a_master_of_its_own_is_refused():
     assert refused('spark.cluster="standalone"', 'spark.master="local-cluster[2,1,1024]"') == (
-        f"{STEADY}: spark: master = 'local-cluster[2,1,1024]' with cluster = \"standalone\": the run starts its own "
+        f"--set 'spark.master=\"local-cluster[2,1,1024]\"' (on {STEADY}): spark: master = 'local-cluster[2,1,1024]' with cluster = \"standalone\": the run starts its own "
         "master and connects the query to it; leave master out")
 
 
 def test_worker_settings_without_a_cluster_of_the_run_are_refused():
     assert refused("spark.worker_memory_mb=2048") == (
-        f"{STEADY}: spark: worker_memory_mb is for the run's own cluster: set cluster = \"standalone\" "
+        f"--set 'spark.worker_memory_mb=2048' (on {STEADY}): spark: worker_memory_mb is for the run's own cluster: set cluster = \"standalone\" "
         "(or leave worker_memory_mb out)")
 
 
 def test_unknown_cluster_kind_and_too_small_workers_name_the_field():
     assert refused('spark.cluster="yarn"') == (
-        f"{STEADY}: spark.cluster: Input should be 'none' or 'standalone' (got 'yarn')")
+        f"--set 'spark.cluster=\"yarn\"' (on {STEADY}): spark.cluster: Input should be 'none' or 'standalone' (got 'yarn')")
     assert "spark.worker_memory_mb" in refused('spark.cluster="standalone"', "spark.worker_memory_mb=100")
 
 

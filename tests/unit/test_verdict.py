@@ -370,9 +370,13 @@ def assert_unjudged(result: RunResult, run_dir: Path, *words: str):
     RunResult.model_validate(json.loads(json.dumps(result.as_dict())))
 
 
-def test_a_sink_file_listed_in_the_log_but_missing_is_unjudged(tmp_path):
+def test_a_sink_file_listed_in_the_log_but_missing_fails_as_lost_and_is_named(tmp_path):
+    """The run directory's own sink is what is judged (a copy missing a file is not read from elsewhere): the
+    file's rows are missing, so its events are lost, and result.json names the file."""
     RunDir(tmp_path).acks(clean()).sink_batch([e[:3] for e in clean()], write_file=False)
-    assert_unjudged(judge(scenario(6), tmp_path, drained()), tmp_path, "reading the sink", "part-00000.parquet")
+    result = judge(scenario(6), tmp_path, drained())
+    assert result.verdict == "fail" and result.counts.lost == 6
+    assert [u["file"] for u in result.unreadable] == ["sink/part-00000.parquet"]
 
 
 def test_a_sink_file_with_a_wrong_schema_is_unjudged(tmp_path):
@@ -407,7 +411,8 @@ def test_a_torn_last_ack_row_is_not_a_problem(tmp_path):
 
 
 def test_an_unjudged_run_still_says_what_went_wrong_with_the_run(tmp_path):
-    RunDir(tmp_path).acks(clean()).sink_batch([e[:3] for e in clean()], write_file=False)
+    RunDir(tmp_path).acks(clean()).sink_batch([], table=pa.table({"producer": [0], "sequence": [0],
+                                                                  "partition": [0], "offset": [0]}))
     result = judge(scenario(6), tmp_path, drained(error="BackendError: Kafka at 127.0.0.1:1 not ready after 30s"))
     assert_unjudged(result, tmp_path, "reading the sink")
     assert [(c.name, c.ok) for c in result.checks] == [("completed", False)]

@@ -22,18 +22,18 @@ def test_enrich_scenario_passes(harness_run):
     assert [c.name for c in result.checks if c.name.startswith("oracle_")] == ["oracle_enriched_exactly_once"]
 
 
-def test_enrich_tags_each_partition_with_its_region(kafka_cluster, spark_session):
+def test_enrich_tags_each_partition_with_its_region(harness_kafka_cluster, harness_spark_session):
     """Seven events on five partitions, read back by Spark's Kafka source and enriched; the regions below are
     written out by hand from the rule (partition p -> regions[p % 3])."""
     topic = f"enrich-unit-{time.time_ns()}"
-    kafka_cluster.create_stream(topic, 5, {})
+    harness_kafka_cluster.create_stream(topic, 5, {})
     sends = [(0, 0), (0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (4, 6)]  # (partition, seq)
-    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap})
+    producer = Producer({"bootstrap.servers": harness_kafka_cluster.bootstrap})
     for partition, seq in sends:
         producer.produce(topic, encode(1, seq, 1_700_000_000.0 + seq), partition=partition)
     assert producer.flush(30) == 0
-    raw = (spark_session.read.format("kafka").option("kafka.bootstrap.servers", kafka_cluster.bootstrap)
-           .option("subscribe", topic).load())
+    raw = (harness_spark_session.read.format("kafka")
+           .option("kafka.bootstrap.servers", harness_kafka_cluster.bootstrap).option("subscribe", topic).load())
     rows = query(from_kafka(raw), {"regions": "eu,us,apac"}).collect()
     got = sorted((r["seq"], r["partition"], r["region"]) for r in rows)
     assert got == [(0, 0, "eu"), (1, 0, "eu"), (2, 1, "us"), (3, 2, "apac"), (4, 3, "eu"), (5, 4, "us"),

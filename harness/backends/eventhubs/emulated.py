@@ -1,8 +1,17 @@
 """The project's Event Hubs emulator as the run's backend: its own supervised process on loopback (free ports),
-configured with the scenario's hub, driven by its HTTP control API for faults (harness.emulator.control)."""
+configured with the scenario's hub, driven by its HTTP control API for faults (harness.emulator.control).
+
+The emulator checks credentials as Azure does: it makes a random key when it starts and prints the connection
+string carrying it, which is the one this backend hands the producers, its own clients and the Spark source, so a
+run signs with the real key and a client that does not is refused here as it would be there. The key is the
+backend's own (made here, handed to the emulator in its environment, `--key-env`): the emulator's log and every
+file of the run say `${HARNESS_EMULATOR_KEY}` where it would be, and the harness remembers it as a secret
+(harness.secrets), so no record of the run holds it."""
 from __future__ import annotations
 
+import base64
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -10,14 +19,18 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness import atomic
+from harness import atomic, secrets
 from harness.backends.base import BackendError
 from harness.backends.eventhubs.common import EventHubsBackendBase
 from harness.supervisor import Child, Supervisor, log_lines, log_tail
 
 
+KEY_ENV = "HARNESS_EMULATOR_KEY"
+
+
 class EmulatedEventHubs(EventHubsBackendBase):
     observer_group = "harness-observer"
+
     def __init__(self, hub: str, partitions: int, hub_config: dict[str, Any] | None = None,
                  consumer_groups: list[str] | None = None, send: str = "partition_key"):
         super().__init__()
@@ -50,9 +63,12 @@ class EmulatedEventHubs(EventHubsBackendBase):
         atomic.write_json(config, self.config_json())
         log.unlink(missing_ok=True)
         self.supervisor = supervisor
+        sas_key = base64.b64encode(os.urandom(32)).decode("ascii")  # shaped like Azure's
+        secrets.remember(sas_key)
         self.child = supervisor.spawn("eventhubs-emulator", [
             sys.executable, "-m", "harness.emulator", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
-            "--config", str(config), "--cert-dir", str(home / "tls")], log_path=log)  # TLS/WebSocket listeners too
+            "--config", str(config), "--cert-dir", str(home / "tls"), "--key-env", KEY_ENV],
+            log_path=log, env={**os.environ, KEY_ENV: sas_key})  # TLS/WebSocket listeners too
         deadline = time.monotonic() + timeout
         while not (self._conn and self.control_url and "wss_port" in self.endpoints):
             if not self.child.alive():
@@ -62,7 +78,7 @@ class EmulatedEventHubs(EventHubsBackendBase):
             for line in log_lines(log):
                 key, _, value = line.partition("=")
                 if key == "connection_string":
-                    self._conn = value
+                    self._conn = secrets.expand(value, {KEY_ENV: sas_key})
                 elif key == "control":
                     self.control_url = value
                 elif key in ("tls_port", "ws_port", "wss_port", "ca_file"):

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from harness.backends.base import Backend, BackendSpec
 from harness.backends.capabilities import Capability, EmulatorControl
+from harness.suggest import did_you_mean
 
 # `[stream.config]` keys the emulator applies to the hub (its Config.json entity keys)
 HUB_CONFIG_KEYS = ("MessageRetentionInHours", "RetentionSeconds", "MaxEventsPerPartition", "MaxBytesPerPartition")
@@ -68,17 +69,24 @@ class EventHubsSpec(BackendSpec):
 
     def check_source_options(self, options: dict[str, Any]) -> None:
         """The source's own parser judges names and values; the connection string is the harness's to give."""
-        from harness.backends.eventhubs.spark_source.options import parse_options
+        from harness.backends.eventhubs.spark_source.options import (ALIASES, ALLOWED_OPTIONS,
+                                                                       CONNECTOR_ONLY_OPTIONS, parse_options)
 
+        known = {name.lower() for name in (*ALLOWED_OPTIONS, *ALIASES, *CONNECTOR_ONLY_OPTIONS)}
         for key in options:
             if key.lower() in _SET_BY_HARNESS:
                 raise ValueError(f"{key!r} is set by the harness from [backend] and [stream]")
+            if key.lower() not in known:
+                choices = [o for o in ALLOWED_OPTIONS if o.lower() not in _SET_BY_HARNESS]
+                raise ValueError(f"unknown option {key!r}{did_you_mean(key, choices)} allowed options: "
+                                 f"{', '.join(choices)}")
         parse_options({**options, "eventhubs.connectionString": _PLACEHOLDER})
 
     def check_stream_config(self, config: dict[str, Any]) -> None:
         for key in config:
             if key not in HUB_CONFIG_KEYS:
-                raise ValueError(f"{key!r} is not an Event Hubs hub setting; allowed: {', '.join(HUB_CONFIG_KEYS)}")
+                raise ValueError(f"{key!r} is not an Event Hubs hub setting{did_you_mean(key, HUB_CONFIG_KEYS) or ';'} "
+                                 f"allowed: {', '.join(HUB_CONFIG_KEYS)}")
             if self.mode == "namespace":
                 raise ValueError(f"{key!r}: a real namespace's hub is configured in Azure, not by the harness")
             if self.mode == "container":

@@ -61,23 +61,27 @@ class KafkaBackendBase(Backend):
             self._admin = AdminClient(client_config(self.bootstrap, self.client_security()))
         return self._admin
 
-    def wait_ready(self, brokers: int, timeout: float = 90.0, alive=lambda: True) -> None:
+    def wait_ready(self, brokers: int, timeout: float = 90.0, alive=lambda: True, bootstrap: str | None = None,
+                   admin: AdminClient | None = None) -> None:
+        """Until `brokers` brokers answer metadata at the run's bootstrap with the run's client settings (or at
+        `bootstrap` through `admin`: the embedded broker's own listener, before its SCRAM users exist)."""
+        bootstrap = bootstrap or self.bootstrap
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
             if not alive():
                 raise BackendError("the Kafka broker exited during start-up; see its log in the run directory")
-            if not _accepts(self.bootstrap):
+            if not _accepts(bootstrap):
                 time.sleep(0.2)
                 continue
             try:
-                md = self.admin().list_topics(timeout=3)
+                md = (admin or self.admin()).list_topics(timeout=3)
                 if len(md.brokers) >= brokers:
                     return
             except KafkaException as exc:
                 last = exc
             time.sleep(0.5)
-        raise BackendError(f"Kafka at {self.bootstrap} not ready after {timeout:.0f}s ({last})")
+        raise BackendError(f"Kafka at {bootstrap} not ready after {timeout:.0f}s ({last})")
 
     replication = 1  # topic replication factor; -1 = the cluster's default
     existing_topic = "recreate"  # the harness's own brokers; on a user's cluster "refuse" unless told (spec)

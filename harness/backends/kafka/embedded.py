@@ -3,12 +3,16 @@
 One node by default; `nodes = 3` gives a three-node quorum so a broker can be killed while the others serve. Every
 node runs in its own supervised JVM with a small heap, its own free ports and log dir inside the run directory.
 
-With `sasl = "PLAIN"` clients get a CLIENT listener in SASL_PLAINTEXT (the bootstrap address the run hands out),
-Kafka's StandardAuthorizer, the scenario's users (their passwords reach the broker through its environment and
-Kafka's EnvVarConfigProvider, never a file), `super_users` allowed everything, and every other user granted what a
-workload needs on topics (READ, WRITE, DESCRIBE, CREATE, DESCRIBE_CONFIGS) and groups (READ), nothing more. The
-inter-broker and controller listeners stay PLAINTEXT on loopback; their principal (User:ANONYMOUS) is a super
-user, so that listener is the harness's own (the broker fault's clients use it), never handed to a workload.
+With `sasl = "PLAIN"`, `"SCRAM-SHA-256"` or `"SCRAM-SHA-512"` clients get a CLIENT listener in SASL_PLAINTEXT, or
+SASL_SSL with `tls` (the bootstrap address the run hands out), Kafka's StandardAuthorizer, the scenario's users,
+`super_users` allowed everything, and every other user granted what a workload needs on topics (READ, WRITE,
+DESCRIBE, CREATE, DESCRIBE_CONFIGS) and groups (READ), nothing more. PLAIN passwords reach the broker through its
+environment and Kafka's EnvVarConfigProvider; SCRAM users are created through the broker's own admin API
+(AlterUserScramCredentials, stored salted in the cluster metadata): never a file, never a command line. With `tls`
+the harness makes a CA and a server certificate for 127.0.0.1/localhost (harness.backends.kafka.tls) and hands
+clients the CA (`ssl.ca.location`), so they verify the broker. The inter-broker and controller listeners stay
+PLAINTEXT on loopback; their principal (User:ANONYMOUS) is a super user, so that listener is the harness's own (the
+broker fault's clients and the SCRAM set-up use it), never handed to a workload.
 """
 from __future__ import annotations
 
@@ -22,8 +26,13 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient
+
+from harness import secrets
 from harness.backends.base import BackendError
-from harness.backends.kafka.admin import KafkaBackendBase
+import harness.backends.kafka.tls as tls_certs
+from harness.backends.kafka.admin import KafkaBackendBase, client_config
+import harness.backends.kafka.security as sec
 from harness.jvm.artifacts import resolve
 from harness.supervisor import Child, Supervisor
 
@@ -51,6 +60,10 @@ Configuration:
 
 # what a workload's user may do when the embedded broker authorizes (sasl): produce, consume, create its topic,
 # read topic configs; not delete topics or records, alter configs or add partitions (admin faults need those)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what the embedded broker's listener offers
+SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_ITERATIONS = 8192  # Kafka's default is 4096 (its minimum); librdkafka and Java clients take either
+
 WORKLOAD_ACLS = {"TOPIC": ("READ", "WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS"), "GROUP": ("READ",)}
 
 
@@ -78,7 +91,8 @@ class EmbeddedKafka(KafkaBackendBase):
     """Kafka 4 in KRaft mode on 127.0.0.1, jars from the Maven cache, one JVM per node."""
 
     def __init__(self, nodes: int = 1, heap_mb: int = 512, broker_config: dict[str, str] | None = None,
-                 sasl: str | None = None, users: dict[str, str] | None = None, super_users: list[str] = ()):
+                 sasl: str | None = None, users: dict[str, str] | None = None, super_users: list[str] = (),
+                 tls: bool = False):
         if nodes < 1:
             raise BackendError("kafka nodes must be >= 1")
         self.n = nodes
@@ -92,6 +106,13 @@ class EmbeddedKafka(KafkaBackendBase):
         self.sasl = sasl
         self.users = dict(users or {})
         self.super_users = list(super_users)
+        if tls and not sasl:
+            raise BackendError("the embedded broker's TLS listener is its SASL_SSL client listener: tls needs sasl")
+        if sasl is not None and sasl not in SASL_MECHANISMS:
+            raise BackendError(f"embedded broker sasl = {sasl!r}; allowed: {', '.join(SASL_MECHANISMS)}")
+        self.tls = tls
+        self.server_tls: tls_certs.ServerTLS | None = None
+        self.client_protocol = ("SASL_SSL" if tls else "SASL_PLAINTEXT") if sasl else "PLAINTEXT"
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self, run_dir: Path, supervisor: Supervisor) -> None:
@@ -102,6 +123,7 @@ class EmbeddedKafka(KafkaBackendBase):
                            client_port=free_port() if self.sasl else 0) for i in range(self.n)]
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
         rf = min(3, self.n)
+        self.server_tls = tls_certs.generate(home / "tls") if self.tls else None
         for i, node in enumerate(self.nodes):
             shutil.rmtree(node.home, ignore_errors=True)
             (node.home / "data").mkdir(parents=True)
@@ -137,6 +159,7 @@ class EmbeddedKafka(KafkaBackendBase):
             }
             props.update(self._sasl_props(node, i))
             props.update(self.extra)
+            props.update(secrets.kafka_properties(props))  # a literal secret as ${env:VAR}: not in the file
             node.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
             (node.home / "log4j2.yaml").write_text(LOG4J2.format(log=node.home / "server.log"))
             self._format(node)
@@ -145,7 +168,13 @@ class EmbeddedKafka(KafkaBackendBase):
         self.internal_bootstrap = ",".join(f"127.0.0.1:{n.broker_port}" for n in self.nodes)
         self.bootstrap = (",".join(f"127.0.0.1:{n.client_port}" for n in self.nodes) if self.sasl
                           else self.internal_bootstrap)
-        self.wait_ready(self.n, alive=lambda: all(n.child and n.child.alive() for n in self.nodes))
+        alive = lambda: all(n.child and n.child.alive() for n in self.nodes)  # noqa: E731
+        if self.sasl in SCRAM:
+            internal = AdminClient(client_config(self.internal_bootstrap))
+            self.wait_ready(self.n, alive=alive, bootstrap=self.internal_bootstrap, admin=internal)
+            self._create_scram_users(internal)
+        self._hand_out_ca()
+        self.wait_ready(self.n, alive=alive)
         if self.sasl:
             self._grant_workload_acls()
 
@@ -154,13 +183,15 @@ class EmbeddedKafka(KafkaBackendBase):
         return f"HARNESS_KAFKA_USER_{index}"
 
     def _sasl_props(self, node: Node, i: int) -> dict[str, str]:
-        """The CLIENT listener (and a proxied QUERY one) in SASL_PLAINTEXT, the authorizer, the users."""
+        """The CLIENT listener (and a proxied QUERY one) in SASL_PLAINTEXT or SASL_SSL, the authorizer, the users
+        (PLAIN: in the listener's JAAS line as env references; SCRAM: none there, created once the broker runs)."""
         if not self.sasl:
             return {}
-        from harness.backends.kafka.security import LOGIN_MODULES
-
-        accounts = " ".join(f'user_{u}="${{env:{self._password_var(k)}}}"' for k, u in enumerate(self.users))
-        jaas = f"{LOGIN_MODULES[self.sasl]} required {accounts};"
+        if self.sasl == "PLAIN":
+            accounts = " ".join(f'user_{u}="${{env:{self._password_var(k)}}}"' for k, u in enumerate(self.users))
+            jaas = f"{sec.LOGIN_MODULES[self.sasl]} required {accounts};"
+        else:
+            jaas = f"{sec.LOGIN_MODULES[self.sasl]} required;"
         names = ["CLIENT", *self.listeners]
         props = {
             "listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port},CONTROLLER://127.0.0.1:{node.controller_port},"
@@ -169,7 +200,7 @@ class EmbeddedKafka(KafkaBackendBase):
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port},CLIENT://127.0.0.1:{node.client_port}"
                                     + "".join(f",{name}://{ports[i][1]}" for name, ports in self.listeners.items()),
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
-                                              + "".join(f",{name}:SASL_PLAINTEXT" for name in names),
+                                              + "".join(f",{name}:{self.client_protocol}" for name in names),
             "sasl.enabled.mechanisms": self.sasl,
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": ";".join(["User:ANONYMOUS", *(f"User:{u}" for u in self.super_users)]),
@@ -179,23 +210,56 @@ class EmbeddedKafka(KafkaBackendBase):
         }
         for name in names:
             props[f"listener.name.{name.lower()}.{self.sasl.lower()}.sasl.jaas.config"] = jaas
+        if self.server_tls is not None:
+            props.update(self.server_tls.broker_props())
         return props
 
     def _broker_env(self) -> dict[str, str] | None:
         if not self.sasl:
             return None
-        from harness.backends.kafka.security import expand
-
         env = dict(os.environ)
-        env.update({self._password_var(k): expand(p) for k, p in enumerate(self.users.values())})
+        if self.sasl == "PLAIN":
+            env.update({self._password_var(k): sec.expand(p) for k, p in enumerate(self.users.values())})
+        if self.server_tls is not None:
+            env.update(self.server_tls.env())
         return env
+
+    def _create_scram_users(self, admin: AdminClient) -> None:
+        """Every user's SCRAM credential for the listener's mechanism, through the internal listener (its principal
+        is a super user), then waited for until the cluster describes them all."""
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        assert self.sasl is not None
+        mechanism = getattr(ScramMechanism, self.sasl.replace("-", "_"))
+        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, SCRAM_ITERATIONS),
+                                                sec.expand(password).encode())
+                   for user, password in self.users.items()]
+        for user, fut in admin.alter_user_scram_credentials(upserts, request_timeout=30).items():
+            try:
+                fut.result()
+            except Exception as exc:  # KafkaException: the broker's reason, e.g. an unusable user name
+                raise BackendError(f"creating the SCRAM user {user!r} failed: {exc}") from None
+
+        def described() -> bool:
+            found = admin.describe_user_scram_credentials(list(self.users), request_timeout=10)
+            return all(fut.result().scram_credential_infos for fut in found.values())
+
+        self._wait(described, f"the {self.sasl} users")
+
+    def _hand_out_ca(self) -> None:
+        """Clients verify the broker against the CA made for it, unless the settings name a CA of their own."""
+        if self.server_tls is not None and "ssl.ca.location" not in self.client:
+            self.client = {**self.client, "ssl.ca.location": str(self.server_tls.ca_pem)}
+            self._admin = None
+
+    def set_client(self, client: dict) -> None:
+        super().set_client(client)
+        self._hand_out_ca()
 
     def _grant_workload_acls(self) -> None:
         """Users that are not super users get what a workload needs and nothing an admin fault needs."""
         from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                                           AdminClient, ResourcePatternType, ResourceType)
-
-        from harness.backends.kafka.admin import client_config
+                                           ResourcePatternType, ResourceType)
 
         admin = AdminClient(client_config(self.internal_bootstrap))
         bindings = [AclBinding(getattr(ResourceType, kind), "*", ResourcePatternType.LITERAL, f"User:{user}", "*", op,
@@ -259,7 +323,10 @@ class EmbeddedKafka(KafkaBackendBase):
         out = {"kind": self.kind, "mode": "embedded", "bootstrap": self.bootstrap, "nodes": self.n,
                "cluster_id": self.cluster_id}
         if self.sasl:
-            out.update(sasl=self.sasl, users=sorted(self.users), super_users=self.super_users)
+            out.update(sasl=self.sasl, users=sorted(self.users), super_users=self.super_users,
+                       security_protocol=self.client_protocol)
+        if self.server_tls is not None:
+            out["ca"] = str(self.server_tls.ca_pem)
         if self.query_bootstrap:
             out["query_bootstrap"] = self.query_bootstrap
         return out

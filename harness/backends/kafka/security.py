@@ -11,18 +11,16 @@ Secrets never reach a file the run writes. A secret value is written literally, 
 an `_env` suffix (`sasl.password_env = "KAFKA_PASSWORD"`). Files handed to child processes (the producers'
 job.json, the query's source options) carry `${VAR}` references only: a literal secret is put into this process's
 environment under a harness name (`HARNESS_SECRET_<n>`, inherited by the children it starts) and the child expands
-the reference (`expand`). What is recorded (scenario.json) shows literal secrets as `***` (`redacted`).
+the reference (`expand`). What is recorded (scenario.json) shows literal secrets as `***` (`redacted`). The rules
+are harness.secrets', shared by every option table; this module keeps its names for the client table.
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from typing import Any, Mapping
 
-REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # ${VAR}; Kafka's own ${provider:key} has a colon: untouched
-ENV_SUFFIX = "_env"
-REDACTED = "***"
+from harness import secrets
+from harness.secrets import ENV_SUFFIX, REDACTED, REF, expand, expand_all  # noqa: F401 - this module's public names
 
 SECRETS = {"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
            "sasl.oauthbearer.client.secret"}
@@ -95,17 +93,6 @@ def check(client: Mapping[str, Any], environ: Mapping[str, str] | None = None) -
                          f"(it is {proto!r})")
 
 
-def expand(value: str, environ: Mapping[str, str] | None = None) -> str:
-    """`${VAR}` replaced by the environment's value (left as is when the variable is not set)."""
-    environ = os.environ if environ is None else environ
-    return REF.sub(lambda m: environ.get(m.group(1), m.group(0)), value)
-
-
-def expand_all(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Every string value expanded (what a child process does with the settings its job file carries)."""
-    return {k: expand(v, environ) if isinstance(v, str) else v for k, v in settings.items()}
-
-
 def _text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -114,19 +101,8 @@ def referenced(client: Mapping[str, Any], environ: Mapping[str, str] | None = No
     """The settings with every secret as a `${VAR}` reference, safe to write into a child's job file. A literal
     secret is exported into `environ` (this process's environment by default, so children inherit it) under a
     name derived from the value's hash (stable within a run, never the value itself)."""
-    environ = os.environ if environ is None else environ
-    out = {}
-    for key, value in client.items():
-        name = _name(key)
-        if key.endswith(ENV_SUFFIX):
-            out[name] = "${" + str(value) + "}"
-        elif name in SECRETS and not REF.search(str(value)):
-            var = "HARNESS_SECRET_" + hashlib.sha256(f"{name}\0{value}".encode()).hexdigest()[:12].upper()
-            environ[var] = _text(value)  # type: ignore[index]
-            out[name] = "${" + var + "}"
-        else:
-            out[name] = _text(value)
-    return out
+    ref = secrets.referenced(client, environ, env_suffix=True)  # the rules for every option table (harness.secrets)
+    return {k: v if isinstance(v, str) else _text(v) for k, v in ref.items()}
 
 
 def resolved(client: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -137,8 +113,7 @@ def resolved(client: Mapping[str, Any], environ: Mapping[str, str] | None = None
 
 def redacted(client: Mapping[str, Any]) -> dict[str, Any]:
     """What a record may show: literal secrets as `***`; references (`${VAR}`, `*_env`) as written."""
-    return {k: REDACTED if _name(k) in SECRETS and not k.endswith(ENV_SUFFIX) and not REF.search(str(v)) else v
-            for k, v in client.items()}
+    return secrets.redacted(dict(client))
 
 
 def _jaas_quote(text: str) -> str:
@@ -190,3 +165,40 @@ def principal(client: Mapping[str, Any]) -> str:
     if protocol(client) == "SSL":
         return "the client certificate's principal"
     return "User:ANONYMOUS"
+
+
+# -- the embedded broker's own listener (KAFKASEC): what a client table may ask of it ---------------------------
+EMBEDDED_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")  # the embedded CLIENT listener's, with `sasl`
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+CLIENT_CERTIFICATE = ("ssl.certificate.location", "ssl.key.location", "ssl.keystore.location", "ssl.key.password",
+                      "ssl.keystore.password")
+
+
+def tls_problem(client: Mapping[str, Any]) -> str | None:
+    """Why `ssl.*` settings cannot apply: without TLS (security.protocol PLAINTEXT or SASL_PLAINTEXT) no client
+    reads them, so a pasted CA or certificate would silently do nothing."""
+    given = sorted(n for n in map(_name, client) if n.startswith("ssl.") or n == "enable.ssl.certificate.verification")
+    if given and protocol(client) not in TLS_PROTOCOLS:
+        return (f"{given[0]} is a TLS setting but security.protocol = {protocol(client)!r} has no TLS: use "
+                f"{' or '.join(repr(p) for p in TLS_PROTOCOLS)}, or leave the ssl.* settings out")
+    return None
+
+
+def embedded_problem(sasl: str, client: Mapping[str, Any]) -> str | None:
+    """Why these settings cannot reach the embedded broker's SASL listener (None when they can). Its listener is
+    SASL_PLAINTEXT or SASL_SSL with the one mechanism `sasl`; with SASL_SSL its certificate is made per run and the
+    harness hands its CA to every client (`ssl.ca.location`), and it asks no client for a certificate."""
+    proto, mech = protocol(client), mechanism(client)
+    if proto not in EMBEDDED_PROTOCOLS or mech != sasl:
+        return (f"with sasl = {sasl!r} the embedded listener is SASL_PLAINTEXT or SASL_SSL (TLS with a certificate "
+                f"the harness makes) with {sasl}: backend.client says security.protocol = {proto!r}, "
+                f"sasl.mechanism = {mech!r}")
+    names = {_name(k) for k in client}
+    if proto == "SASL_SSL" and "ssl.ca.location" in names:
+        return ("ssl.ca.location: the embedded broker's certificate is made for each run and its CA handed to every "
+                "client by the harness; leave ssl.ca.location out")
+    certificate = sorted(names & set(CLIENT_CERTIFICATE))
+    if certificate:
+        return (f"{certificate[0]}: the embedded broker asks no client for a certificate (ssl.client.auth = none); "
+                "clients authenticate with SASL: leave the client certificate settings out")
+    return None

@@ -1,0 +1,50 @@
+"""The checks a scenario's runs are judged by, named from the scenario alone, before anything runs.
+
+Why: a checker that does not apply returns nothing, and a run that stops early (a setup error, an interrupt, a
+judge that cannot read the run) reaches none of them, so the checks in result.json differ from run to run of the
+same scenario. A CI system tracks a test case by its name across builds: junit.xml (reports.junit) lists these
+names in every run, the ones a run did not judge as skipped with the reason, so a case never vanishes from the
+history. result.json keeps them as `expected_checks`.
+
+Only what the scenario decides is listed here (its oracle, `checks.require_order`, a per-trigger cap, its fault
+kinds, `[soak]`). Checks a run adds from what happened (the source's counters, a soak's individual live checks,
+`expected_failure` when a removal outran the query, `baseline` with --baseline) still appear in the runs that
+judge them; listing them here would only guess. The order is the verdict's (harness.verdict.CHECKERS).
+"""
+from __future__ import annotations
+
+from harness.config import Scenario
+from harness.queries import resolve
+
+EVENT_CHECKS = ("no_loss", "no_duplicates", "offsets_match", "no_unacked_deliveries")
+SEND_CHECKS = ("acked", "sends_resolved", "no_skipped_sends", "produce_rate")
+QUERY_DOWN_FAULTS = {"driver_kill", "checkpoint_tamper"}  # faults whose injection takes the query down
+
+
+def oracle_checks(scenario: Scenario) -> list[str]:
+    """The oracle's checks: the events oracle's per-event rules, or one `oracle_<name>` for another oracle; none
+    when the query cannot be resolved here (the judge then says why the run is unjudged)."""
+    try:
+        oracle = resolve(scenario.spark.query).oracle
+    except Exception:  # noqa: BLE001 - a user's module may raise anything on import; the judge reports it
+        return []
+    if oracle != "events":
+        return [f"oracle_{oracle.split(':')[-1]}"]
+    return list(EVENT_CHECKS) + (["order"] if scenario.checks.require_order else [])
+
+
+def check_names(scenario: Scenario) -> list[str]:
+    """Every check a run of `scenario` is judged by when it runs to the end, in the verdict's order."""
+    names = ["completed", "drained", *oracle_checks(scenario), *SEND_CHECKS, "latency_p99", "sustained",
+             "producers_reported"]
+    kinds = {f.kind for f in scenario.faults}
+    if kinds:
+        names.append("faults_applied")
+    if kinds & QUERY_DOWN_FAULTS:
+        names.append("query_recovered")
+    cap = (getattr(scenario.backend, "batch_cap_option", None) or "").lower()  # a backend may have no cap option
+    if cap and scenario.spark.trigger.kind != "once" and any(k.lower() == cap for k in scenario.spark.source_options):
+        names.append("batch_cap")
+    if scenario.soak is not None:
+        names += ["ran_to_the_end", "live_checks", "no_leak", "disk_budget"]
+    return names

@@ -1,0 +1,195 @@
+"""Setting names in a scenario's pass-through tables, judged by the software they are handed to.
+
+A misspelt setting is the quietest bad input there is: Spark ignores an unknown `spark.*` key, Kafka's Java clients
+log a warning nobody reads, and the run PASSes having measured something other than what was asked. So, at
+validate time:
+
+- `spark.conf`: `spark.*` keys Spark knows (harness.settings.catalogue), or a user's own listed in
+  `spark.conf_allow` (an entry ending in `*` allows a prefix); other keys are Hadoop's or the user's and pass.
+- `spark.source_options` on Kafka: a `kafka.<name>` option goes to the consumer (Spark strips `kafka.`): <name>
+  must be a consumer setting of the kafka-clients Spark's Kafka source runs.
+- `stream.config` on Kafka: topic configs (LogConfig); `backend.broker`: broker configs (KafkaConfig).
+- `producers.client` and `backend.client` on Kafka: librdkafka judges each name and value itself
+  (harness.settings.librdkafka); on Event Hubs, the sender's own settings.
+
+Values too (harness.settings.values): each known setting's value against the type Spark or Kafka gave it, so
+`spark.sql.adaptive.enabled = "maybe"`, `spark.network.timeout = "1 secnd"` or `retention.ms = "abc"` is refused
+now, not when the query plans or the topic is made.
+
+Each message starts with the setting's full field path (`spark.conf.spark.sql.shufle.partitions: ...`), so
+harness.config can tell a `--set` of that key from the file (and blames the one that gave it).
+
+Each check runs only when its table has something to check, so a scenario without such keys never needs the JVM.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+from harness.secrets import REDACTED, is_secret_key
+from harness.settings.librdkafka import knows, refusal
+from harness.settings.catalogue import CatalogueError, kafka_names, spark_names
+from harness.settings.values import kafka_value_problem, spark_value_problem
+from harness.suggest import did_you_mean, quote
+
+# What harness.backends.eventhubs.sender reads from the producers' settings that a scenario may give (the
+# connection string and send mode come from [backend]): name -> the smallest value it takes.
+EVENTHUBS_PRODUCER_SETTINGS = {"retry_total": 0, "max_batch_events": 1}
+# Java client configs Kafka takes under a prefix: config providers (`config.providers.<name>.class`, `.param.`)
+JAVA_PREFIXES = ("config.providers.",)
+# broker configs per listener: `listener.name.<listener>.<config>` (and `.<mechanism>.sasl.jaas.config`)
+BROKER_PREFIXES = JAVA_PREFIXES + ("listener.name.",)
+ALLOW_ENTRY = re.compile(r"spark\.[^*\s]*\*?")  # spark.conf_allow: a key, or a prefix ending in *
+
+
+def _allowed(key: str, allow: Iterable[str]) -> bool:
+    return any(key.startswith(a[:-1]) if a.endswith("*") else key == a for a in allow)
+
+
+def _unknown(field: str, what: str, key: str, known: Iterable[str], hint: str = "") -> str:
+    return f"{field}.{key}: unknown {what} {quote(key)}{did_you_mean(key, known)}{hint}"
+
+
+def _shown(key: str, value: Any) -> str:
+    """The value as an error message may show it: never a secret's (the message is printed and logged)."""
+    return REDACTED if is_secret_key(key) else quote(str(value).lower() if isinstance(value, bool) else value)
+
+
+def _refused_value(field: str, key: str, value: Any, why: str, software: str) -> str:
+    return f"{field}.{key}: {software} refuses {_shown(key, value)}: {why}"
+
+
+def _kafka_values(field: str, config: Mapping[str, Any], types: Mapping[str, Any], software: str,
+                  strip: int = 0) -> list[str]:
+    found = []
+    for key, value in config.items():
+        kafka_type = types.get(key[strip:])
+        why = kafka_value_problem(value, kafka_type) if kafka_type else None
+        if why:
+            found.append(_refused_value(field, key, value, why, software))
+    return found
+
+
+def spark_conf_problems(conf: Mapping[str, Any], allow: Iterable[str]) -> list[str]:
+    allow = list(allow)
+    for i, entry in enumerate(allow):
+        if not ALLOW_ENTRY.fullmatch(entry):
+            return [f"spark.conf_allow.{i}: {quote(entry)} is not a spark.* key or prefix; allowed: a key "
+                    "(\"spark.myapp.flag\") or a prefix ending in * (\"spark.myteam.*\"), no other *"]
+    keys = [k for k in conf if k.startswith("spark.") and not _allowed(k, allow)]
+    if not keys:
+        return []
+    names = spark_names()
+    spark = f"Spark {names.version.split('-')[0]}"
+    found = []
+    for key in keys:
+        if not names.knows(key):
+            found.append(_unknown("spark.conf", f"{spark} setting", key, names.keys,
+                                  " (a key of your own: list it in spark.conf_allow)"))
+        elif key in names.types:
+            why = spark_value_problem(conf[key], names.types[key])
+            if why:
+                found.append(_refused_value("spark.conf", key, conf[key], why, spark))
+    return found
+
+
+def consumer_option_problems(options: Mapping[str, Any]) -> list[str]:
+    wanted = [k for k in options if k.lower().startswith("kafka.") and not k[6:].startswith(JAVA_PREFIXES)]
+    if not wanted:
+        return []
+    names = spark_names()
+    unknown = [_unknown("spark.source_options", "Kafka consumer setting", k, [f"kafka.{c}" for c in names.consumer],
+                        " (a kafka.* option goes to Spark's Kafka consumer without its prefix)")
+               for k in wanted if k[6:] not in names.consumer]
+    known = {k: options[k] for k in wanted if k[6:] in names.consumer}
+    return unknown + _kafka_values("spark.source_options", known, names.consumer_types,
+                                   "Spark's Kafka consumer", strip=6)
+
+
+def topic_config_problems(config: Mapping[str, Any]) -> list[str]:
+    if not config:
+        return []
+    names = kafka_names()
+    return [_unknown("stream.config", "Kafka topic config", k, names.topic) for k in config if k not in names.topic] \
+        + _kafka_values("stream.config", config, names.types["topic"], "Kafka's topic config")
+
+
+def broker_config_problems(config: Mapping[str, Any]) -> list[str]:
+    keys = [k for k in config if not k.startswith(BROKER_PREFIXES)]
+    if not keys:
+        return []
+    names = kafka_names()
+    return [_unknown("backend.broker", "Kafka broker config", k, names.broker) for k in keys if k not in names.broker] \
+        + _kafka_values("backend.broker", {k: config[k] for k in keys}, names.types["broker"],
+                        "the Kafka broker")
+
+
+def librdkafka_problems(field: str, client: Mapping[str, Any], env_suffix: bool = False) -> list[str]:
+    problems = []
+    for key, value in client.items():
+        name = key[:-4] if env_suffix and key.endswith("_env") else key
+        if name != key:
+            value = "${" + str(value) + "}"  # an environment variable's name: the value is judged by the producer
+        refused = refusal(name, value)
+        if refused is None:
+            continue
+        kind, message = refused
+        if kind == "unknown":
+            problems.append(f"{field}.{key}: unknown librdkafka setting {quote(key)}{_librdkafka_suggestion(key)} "
+                            f"(confluent-kafka: {message})")
+        else:
+            shown = REDACTED if is_secret_key(name) else quote(value)  # an error message is printed and logged
+            problems.append(f"{field}.{key}: librdkafka refuses {key} = {shown} ({message})")
+    return problems
+
+
+def _librdkafka_suggestion(key: str) -> str:
+    """librdkafka lists no names, so the suggestion is drawn from the Kafka client names it shares (Java's
+    producer and consumer configs), each confirmed by librdkafka before it is offered."""
+    try:
+        names = kafka_names()
+        candidates = names.producer | names.consumer
+    except CatalogueError:
+        return ""
+    return did_you_mean(key, [c for c in candidates if knows(c)])
+
+
+def eventhubs_producer_problems(client: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for key, value in client.items():
+        if key not in EVENTHUBS_PRODUCER_SETTINGS:
+            allowed = ", ".join(EVENTHUBS_PRODUCER_SETTINGS)
+            problems.append(_unknown("producers.client", "Event Hubs sender setting", key,
+                                     EVENTHUBS_PRODUCER_SETTINGS, f"; allowed: {allowed}"))
+        elif isinstance(value, bool) or not isinstance(value, int) or value < EVENTHUBS_PRODUCER_SETTINGS[key]:
+            problems.append(f"producers.client.{key}: an integer of at least {EVENTHUBS_PRODUCER_SETTINGS[key]}, "
+                            f"got {quote(value)}")
+    return problems
+
+
+def problems(scenario: Any) -> list[str]:
+    """Every refused setting of a validated scenario, each naming its field (a scenario's structure is read by
+    attribute: this module does not import harness.config, which calls it)."""
+    found = spark_conf_problems(scenario.spark.conf, scenario.spark.conf_allow)
+    kind = scenario.backend.kind
+    if kind == "kafka":
+        found += consumer_option_problems(scenario.spark.source_options)
+        found += topic_config_problems(scenario.stream.config)
+        found += broker_config_problems(scenario.backend.broker)
+        found += librdkafka_problems("producers.client", scenario.producers.client)
+        found += librdkafka_problems("backend.client", scenario.backend.client, env_suffix=True)
+    elif kind == "eventhubs":
+        found += eventhubs_producer_problems(scenario.producers.client)
+    return found
+
+
+def check_setting_names(scenario: Any) -> None:
+    """ValueError naming the first refused setting (and how many more), for the Scenario validator."""
+    try:
+        found = problems(scenario)
+    except CatalogueError as exc:
+        raise ValueError(f"cannot check setting names: {exc}") from None
+    if found:
+        more = f" (and {len(found) - 1} more setting(s) refused: fix this one and validate again)" \
+            if len(found) > 1 else ""
+        raise ValueError(found[0] + more)

@@ -1,0 +1,163 @@
+"""Every command in README.md and docs/*.md runs as written: each `harness ...` / `make ...` line of a fenced code
+block parses with the harness's own argument parser (harness.cli.parser, a dry parse: nothing runs), names a
+scenario that exists, and a make target the Makefile has. The scenario catalogue lists exactly the files in
+scenarios/, in their own words; the README's own example validates; every relative link leads to a file."""
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main, parser
+from harness.paths import SCENARIOS_DIR
+from reports import catalogue
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+NOT_SHELL = {"toml", "json", "python", "yaml", "yml", "xml", "html", "text"}
+HARNESS = ("harness", ".venv/bin/harness")
+SCENARIO_COMMANDS = {"run", "validate", "capacity", "soak"}
+EXAMPLE_FILES = {"my_scenario.toml"}  # README section 5 writes it; test_the_readme_example_validates runs it
+
+
+def fenced_blocks(text: str):
+    """(language, first line number, lines) of every fenced code block."""
+    lines, i = text.split("\n"), 0
+    while i < len(lines):
+        m = re.match(r"^\s*```(\w*)", lines[i])
+        if m:
+            start, body = i + 1, []
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith("```"):
+                body.append(lines[i])
+                i += 1
+            yield m.group(1).lower(), start + 1, body
+        i += 1
+
+
+def command_lines(text: str):
+    """(line number, tokens) of each harness/make command in shell-like blocks, continuations joined, comments and
+    leading VAR=value assignments dropped."""
+    for lang, start, body in fenced_blocks(text):
+        if lang in NOT_SHELL:
+            continue
+        joined: list[tuple[int, str]] = []
+        for n, line in enumerate(body, start):
+            if joined and joined[-1][1].endswith("\\"):
+                joined[-1] = (joined[-1][0], joined[-1][1][:-1] + " " + line.strip())
+            else:
+                joined.append((n, line.strip()))
+        for n, line in joined:
+            line = line.removeprefix("$ ")
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError:
+                continue
+            while tokens and re.match(r"^[A-Z_][A-Z0-9_]*=", tokens[0]):
+                tokens = tokens[1:]
+            if tokens and (tokens[0] in HARNESS or tokens[0] == "make" or tokens[:3] == ["python", "-m", "harness"]
+                           or tokens[1:3] == ["-m", "harness"]):
+                yield n, tokens
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+
+
+def harness_argv(tokens: list[str]) -> list[str] | None:
+    """The harness arguments a command line stands for (a make target's harness command, ARGS included), or None
+    for a make target that runs no harness command."""
+    if tokens[0] in HARNESS:
+        return tokens[1:]
+    if tokens[0] != "make":
+        return tokens[3:]
+    target = next((t for t in tokens[1:] if "=" not in t), "")
+    var = dict(t.split("=", 1) for t in tokens[1:] if "=" in t)
+    args = shlex.split(var.get("ARGS", ""))
+    return {"scenario": ["run", var.get("NAME", "steady"), *args],
+            "capacity": ["capacity", var.get("NAME", "steady"), *args],
+            "soak": ["soak", var.get("NAME", "soak"), *(["--duration", var["DURATION"]] if "DURATION" in var else []),
+                     *args],
+            "compare": ["compare", var.get("A", "runs/a"), var.get("B", "runs/b"), *args],
+            "bench": ["bench", "all", *args], "list": ["list"]}.get(target)
+
+
+def problems_of(text: str, where: str) -> list[str]:
+    """What is wrong with the commands of one page (empty: all run as written)."""
+    out, targets = [], make_targets()
+    for n, tokens in command_lines(text):
+        at = f"{where}:{n}: {' '.join(tokens)}"
+        if tokens[0] == "make":
+            target = next((t for t in tokens[1:] if "=" not in t), None)
+            if target not in targets:
+                out.append(f"{at}: no make target {target!r}")
+                continue
+        argv = harness_argv(tokens)
+        if argv is None:
+            continue
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit as exc:
+            if exc.code not in (0, None):  # --help / --version exit 0
+                out.append(f"{at}: does not parse (exit {exc.code})")
+            continue
+        scenario = getattr(args, "scenario", None)
+        if args.command in SCENARIO_COMMANDS and scenario is not None:
+            known = (SCENARIOS_DIR / f"{scenario}.toml").is_file() or (ROOT / scenario).is_file() \
+                or scenario in EXAMPLE_FILES
+            if not known:
+                out.append(f"{at}: no scenario {scenario!r} in {SCENARIOS_DIR} and no such file")
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_command_on_the_page_runs_as_written(page, capsys):
+    assert problems_of(page.read_text(encoding="utf-8"), page.relative_to(ROOT).as_posix()) == []
+    capsys.readouterr()  # argparse's usage lines for the record, not the report
+
+
+def test_the_pages_have_commands_to_check():
+    counts = {p.name: sum(1 for _ in command_lines(p.read_text(encoding="utf-8"))) for p in PAGES}
+    assert counts["README.md"] >= 6 and sum(counts.values()) >= 40, counts
+
+
+def test_a_command_that_would_not_run_is_caught(capsys):
+    page = "\n".join(["```sh", ".venv/bin/harness run steady --quiett", "make scenario NAME=steadyy",
+                      "make deploy", "harness compare", "python -m harness run no-such-scenario   # comment",
+                      ".venv/bin/harness run steady \\", "    --set producers.rate.eps=5000 --out runs/x", "```",
+                      "```toml", "harness = 'not a command'", "```"])
+    found = problems_of(page, "page")
+    capsys.readouterr()
+    assert [p.split(": ", 1)[0] for p in found] == ["page:2", "page:3", "page:4", "page:5", "page:6"], found
+    assert "no make target 'deploy'" in found[2] and "no scenario 'steadyy'" in found[1]
+
+
+def test_the_catalogue_lists_exactly_the_scenario_files_in_their_own_words():
+    text = README.read_text(encoding="utf-8")
+    block = text[text.index(catalogue.BEGIN) + len(catalogue.BEGIN):text.index(catalogue.END)].strip()
+    names = re.findall(r"^\| `([^`]+)` \|", block, re.M)
+    assert names == [p.stem for p in sorted(SCENARIOS_DIR.glob("*.toml"))]
+    assert block == catalogue.table(), "regenerate: python -m reports.catalogue README.md"
+
+
+def test_the_readme_example_validates(tmp_path, monkeypatch, capsys):
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## 5."):text.index("## 6.")]
+    blocks = {lang: body for lang, _, body in fenced_blocks(section) if lang in ("toml", "python")}
+    (tmp_path / "my_scenario.toml").write_text("\n".join(blocks["toml"]) + "\n")
+    (tmp_path / "my_query.py").write_text("\n".join(blocks["python"]) + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["validate", str(tmp_path / "my_scenario.toml")]) == 0, capsys.readouterr()
+    # and a mistake in it is refused, naming the field
+    bad = (tmp_path / "my_scenario.toml").read_text().replace("maxOffsetsPerTrigger", "maxOffsetPerTrigger")
+    (tmp_path / "bad.toml").write_text(bad)
+    assert main(["validate", str(tmp_path / "bad.toml")]) == 2
+    assert "maxOffsetPerTrigger" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_leads_to_a_file(page):
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+        if "://" not in target:
+            assert (page.parent / target).exists(), f"{page.name}: {target}"
