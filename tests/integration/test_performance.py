@@ -59,6 +59,7 @@ def test_a_rate_above_what_the_query_sustains_fails_sustained_with_the_lag_slope
     assert [c["name"] for c in result["checks"] if c["status"] == "fail"] == ["sustained"]
 
 
+@pytest.mark.slow  # two full runs; compare's noise and verdicts on repeats are tests/unit/test_compare.py's
 def test_two_repeats_of_steady_compare_the_same(harness_env, tmp_path):
     out = tmp_path / "reps"
     argv = [sys.executable, "-m", "harness", "run", "steady", "--repeat", "2", "--out", str(out), "--quiet",
