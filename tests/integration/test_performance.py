@@ -34,7 +34,9 @@ def test_steady_sustains_its_load_and_reports_its_start_up_apart(steady_run):
     steady, startup = result["steady"], result["startup"]
     assert steady["detected"] and 4.0 <= steady["from_s"] <= 14.0  # at most half the 20 s window after the warm-up
     assert 0 < startup["first_data_batch_from_run_start_s"] and startup["first_batch_from_run_start_s"] > 0
-    assert result["latency_ms"]["p99"] <= result["latency_measured_ms"]["p99"]
+    # both are recorded: the steady part's and the whole window's (the cut can move p99 either way)
+    assert set(result["latency_ms"]) == set(result["latency_measured_ms"])
+    assert 0 < result["latency_ms"]["p99"] and 0 < result["latency_measured_ms"]["p99"]
     report = (out / "report.md").read_text()
     assert "## Keeping up: pass" in report and "## Steady state and start-up" in report
 
