@@ -9,21 +9,17 @@ tests/integration/test_setting_values_real.py holds the same checks to Spark's c
 """
 import pytest
 
-from harness.config import ConfigError, load_scenario
+from harness.config import ConfigError
 from harness.settings import catalogue
 from harness.settings.values import KafkaType, SparkType, kafka_value_problem, spark_value_problem
+
+from test_setting_names import load  # one way of loading a scenario text for both catalogues
 
 KAFKA = """
 name = "t"
 [producers]
 rate = { kind = "constant", eps = 100 }
 """
-
-
-def load(tmp_path, text, *sets):
-    p = tmp_path / "s.toml"
-    p.write_text(text)
-    return load_scenario(str(p), list(sets))[0]
 
 
 def refused(tmp_path, text, *sets) -> str:
