@@ -141,6 +141,10 @@ class Console:
         if start.get("first_data_batch_from_run_start_s") is not None:
             self.info(f"start-up: first data batch {start['first_data_batch_from_run_start_s']:.1f} s after the run "
                       f"started; cold part p99 {(start.get('cold_latency_ms') or {}).get('p99', 0):,.0f} ms")
+        foot = result.get("footprint") or {}
+        if foot:  # the measurement's quality: what the harness took from the system under test's cores
+            line = "footprint: " + str(foot.get("detail") or foot.get("error") or "unknown")  # its words, as computed
+            (self.info if foot.get("ok") else self.warn)(line)
         for r in result.get("recovery") or []:
             self.info(f"recovery {r['kind']}#{r['n']}: " + (f"back in {r['time_to_recover_s']:.1f} s" if r["recovered"]
                                                             else "lag not back in its band")

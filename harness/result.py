@@ -120,10 +120,13 @@ class RunResult(BaseModel):
     placement: dict[str, Any] = Field(default_factory=dict)  # where Spark ran the scan tasks (its event log)
     consumers: dict[str, Any] = Field(default_factory=dict)  # Kafka consumers created per batch (the TCP proxy)
     resources: dict[str, Any] = Field(default_factory=dict)  # every process's RSS/CPU/fds/threads, disk, leaks
+    # the harness's own CPU against the system under test's over the traffic (harness.analysis.resources.footprint)
+    footprint: dict[str, Any] = Field(default_factory=dict)
     latency_windows: list[dict[str, float]] = Field(default_factory=list)  # per tenth of the window: noise
     warmup: dict[str, Any] = Field(default_factory=dict)  # producers.warmup_s: its events' figures, kept apart
     steady: dict[str, Any] = Field(default_factory=dict)  # where the steady state begins (harness.analysis.steady)
     startup: dict[str, Any] = Field(default_factory=dict)  # time to the first data batch, the cold part's latency
+    startup_steps: dict[str, Any] = Field(default_factory=dict)  # which start-up step took what (analysis.startup)
     sustain: dict[str, Any] = Field(default_factory=dict)  # lag trend, processed vs offered, batch p50 (sustained)
     recovery: list[dict[str, Any]] = Field(default_factory=list)  # per injected fault (harness.analysis.recovery)
     backend_info: dict[str, Any] = Field(default_factory=dict)

@@ -31,15 +31,12 @@ from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
 from harness.runstate import RunState
-from harness.sink import record_commit_times
 from harness.soak.plan import resolve as resolve_soak
 from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
 from harness.supervisor import StoppedBySignal, Supervisor
 from harness.timeline import Timeline
 from harness.result import RunResult
-from harness.soak.checks import baseline_check
-from harness.verdict import judge
 from producers.fleet import ProducerFleet
 from harness.lag_sampler import LagSampler
 from reports.ci import junit_xml, summary_markdown
@@ -70,28 +67,30 @@ def new_run_dir(name: str, out: Path | None) -> Path:
 
 
 def run_one(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
-            console: Console | None = None) -> RunOutcome:
+            console: Console | None = None, backend: Backend | None = None) -> RunOutcome:
     """One run of a scenario file with `overrides` applied: what `harness run` does for a scenario without a
     `[sweep]`, and what a sweep's combination or a capacity trial is. A `[sweep]` table is the sweep command's
     (harness.commands.sweep), not the pipeline's: here the scenario runs once with its swept keys as written. A
     soak's random fault plan is drawn now and recorded (harness.soak.plan)."""
     scenario, path, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
-    return run_loaded(scenario, path, overrides, out, console)
+    return run_loaded(scenario, path, overrides, out, console, backend)
 
 
 def run_loaded(scenario: Scenario, path: Path, overrides: list[str] | None = None, out: Path | None = None,
-               console: Console | None = None) -> RunOutcome:
+               console: Console | None = None, backend: Backend | None = None) -> RunOutcome:
     """run_one for a scenario already loaded from `path` with `overrides`."""
     scenario = scenario.model_copy(update={"sweep": {}})
     if scenario.soak is not None:
         scenario = resolve_soak(scenario)
-    return run_scenario(scenario, path, overrides, out, console)
+    return run_scenario(scenario, path, overrides, out, console, backend=backend)
 
 
 def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = None, out: Path | None = None,
-                 console: Console | None = None, baseline: tuple[Path, str] | None = None) -> RunOutcome:
+                 console: Console | None = None, baseline: tuple[Path, str] | None = None,
+                 backend: Backend | None = None) -> RunOutcome:
     """One run of a validated scenario (`path`: the file it came from). `baseline` = (run directory, harness
-    compare's thresholds): the result gains a `baseline` check."""
+    compare's thresholds): the result gains a `baseline` check. `backend`: a service already running to use instead
+    of starting the scenario's own (a broker a sweep shares: harness.commands.shared_broker)."""
     console = console or Console()
     run_dir = new_run_dir(scenario.name, out)
     console.log_to(run_dir / "console.log")
@@ -102,11 +101,13 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     t0 = time.time()
     with Supervisor(uuid.uuid4().hex) as sup:
         ctx = RunContext(scenario, run_dir, sup, Timeline(run_dir / "timeline.jsonl"),
-                         make_backend(scenario.backend, scenario.stream),
+                         backend or make_backend(scenario.backend, scenario.stream),
                          console, state=RunState(scenario_dir=str(path.parent.resolve())))
         ctx.resource_sampler = sampler = ResourceSampler(
             run_dir / "resources.jsonl", sup.run_id, run_dir,
             scenario.soak.resource_interval_s if scenario.soak else RESOURCE_INTERVAL_S)
+        if hasattr(ctx.backend, "add_to_sampler"):  # a broker shared by a sweep (harness.commands.shared_broker)
+            ctx.backend.add_to_sampler(sampler)
         sampler.start()
         try:
             for phase in (start_backend, start_query, run_traffic, settle_faults, drain):
@@ -127,6 +128,10 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
             stop_everything(ctx)
     ctx.state.elapsed_s = time.time() - t0
     ctx.state.ended_at = time.time()
+    # the judge, here and not at the top: it imports pandas and the checkers, a third of the runner's imports,
+    # which would otherwise delay the start of every run (and the JVMs starting beside it) on two cores
+    from harness.verdict import judge
+
     try:
         ctx.state.write(run_dir / "run_state.json")
         environment.record(run_dir, ctx.state.backend)  # what it ran on, before the judge reads it
@@ -154,6 +159,8 @@ def record(judged: RunResult, run_dir: Path, baseline: tuple[Path, str] | None =
     atomic.write_json(run_dir / "result.json", result)
     comparison = None
     if baseline is not None:  # compares the result.json just written
+        from harness.soak.checks import baseline_check  # the judge's (see run_scenario)
+
         check, comparison = baseline_check(run_dir, *baseline)
         judged.checks = [*judged.checks, check.as_dict()]  # type: ignore[list-item]
         if judged.verdict == "pass" and not check.ok:
@@ -383,6 +390,8 @@ def stop_everything(ctx: RunContext) -> None:
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()  # last started, first stopped: the driver, the workers, then the master
         ctx.backend.stop()
+    from harness.sink import record_commit_times  # pandas: not needed before now (see run_scenario)
+
     try:  # the run directory keeps them when copied without mtimes
         record_commit_times(ctx.run_dir / "sink")
     except OSError as exc:  # a full disk: said, and the rest still stopped and recorded
@@ -476,6 +485,7 @@ def _producer_job(scenario: Scenario, backend: Backend) -> dict:
         "stream": scenario.stream.name, "partitions": scenario.stream.partitions,
         "settings": secrets.referenced(settings),  # secrets as ${VAR} references the producer processes expand
         "processes": p.processes, "users": p.users, "batch_size": p.batch_size,
+        "batch_wait_s": p.batch_wait_ms / 1000.0,
         "duration_s": p.duration_s, "warmup_s": p.warmup_s, "max_backlog_s": p.max_backlog_s, "seed": scenario.seed,
         "rate": p.rate.model_dump(mode="json"), "keys": p.keys.model_dump(mode="json"),
         "payload": p.payload.model_dump(mode="json"), "locust_master": p.locust_master,

@@ -21,7 +21,9 @@ from harness.analysis.consumers import consumer_summary, read_connections
 from harness.analysis.lag import lag_series, lag_summary
 from harness.analysis.producers import rate_accuracy, skew_section
 from harness.analysis.progress import batch_stats, epoch_s
+from harness.analysis.resources import run_footprint
 from harness.analysis.series import build_series
+from harness.analysis.startup import startup_steps
 from harness.analysis.spark_tasks import placement_summary, placement_tasks
 from harness.check import Check, verdict_of
 from harness.checkers import Checker, batch_cap, events, faults, oracle, run as run_checks, source, sustained
@@ -29,7 +31,7 @@ from harness.checkers.catalogue import check_names
 from harness.checkers.view import RunView, Unjudgeable, read_faults, read_run
 from harness.config import Scenario
 from harness.history import torn_tail
-from harness.jsonl import unreadable_in
+from harness.jsonl import read_jsonl, unreadable_in
 from harness.queries import resolve
 from harness.result import RunResult
 from harness.runstate import RunState
@@ -128,6 +130,8 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     if perf:
         result.steady, result.startup = perf.steady, perf.startup
         result.sustain, result.recovery = perf.sustain, perf.recovery
+    # which start-up step took what (harness.analysis.startup), for the report's start-up section
+    result.startup_steps = startup_steps(read_jsonl(run_dir / "timeline.jsonl"), run.progress)
     result.publish_delay_ms = summary.publish_delay.percentiles()  # type: ignore[assignment]
     warmup, duration = s.producers.warmup_s, s.producers.duration_s
     if run.measured_from_ms is not None:
@@ -146,6 +150,10 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     except Exception as exc:  # noqa: BLE001
         result.consumers = {"error": f"reading the proxy's connection records failed: {exc!r}"}
     result.resources = run.resources
+    try:  # a figure, not a check: how much of the machine's CPU the harness took from what it measured
+        result.footprint = run_footprint(run_dir, run.t0, run.t0 + s.producers.warmup_s + s.producers.duration_s)
+    except Exception as exc:  # noqa: BLE001
+        result.footprint = {"ratio": None, "ok": None, "error": f"reading resources.jsonl failed: {exc!r}"}
     progress = run.progress
     result.batches = len({p.get("batchId") for p in progress})  # a batch re-run after a restart counts once
     steady_from = run.t0 + perf.steady["from_s"] if perf else (run.measured_from_ms or 0.0) / 1000.0

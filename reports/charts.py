@@ -2,7 +2,8 @@
 search and no script to fail.
 
 Each chart becomes `<figure class="chart" id="fig-…" data-points="N">`: N is how many data points it plots, and its
-data marks are SVG groups whose id starts with `data` (the browser test counts both). Faults are shaded on every
+data marks are SVG groups whose id starts with `data` (the browser test counts both); a long series drawn binned
+(reports.binning) adds `data-binned="K"`, samples per bin, and says so in its caption. Faults are shaded on every
 time axis (`shade_faults`), the warm-up too.
 """
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Chart:
             self.axes = self.fig.subplots(axes, 1, sharex=True, squeeze=False)[:, 0].tolist()
         self.ax = self.axes[0]
         self.points = 0
+        self.binned = 1  # samples per drawn bin (reports.binning), the most of any series; 1: every sample drawn
         self._marks = 0
 
     def mark(self, artist, n: int):
@@ -51,6 +53,12 @@ class Chart:
             a.set_gid(f"data-{self.id}-{self._marks}")
         self.points += int(n)
         return artist
+
+    def bin(self, k: int, note: str) -> None:
+        """A series drawn k samples to a bin (reports.binning): the caption says so (`note`), and data-binned."""
+        if k > 1:
+            self.binned = max(self.binned, k)
+            self.caption += note
 
     def svg(self) -> str:
         buf = io.StringIO()
@@ -63,7 +71,8 @@ class Chart:
 
     def html(self) -> str:
         cap = f'<p class="caption">{html.escape(self.caption)}</p>' if self.caption else ""
-        return (f'<figure class="chart" id="{self.id}" data-points="{self.points}">'
+        binned = f' data-binned="{self.binned}"' if self.binned > 1 else ""
+        return (f'<figure class="chart" id="{self.id}" data-points="{self.points}"{binned}>'
                 f"<figcaption>{html.escape(self.title)}</figcaption>{self.svg()}{cap}</figure>")
 
 

@@ -4,7 +4,9 @@ Verdict and checks first, in words; then what happened over time with the faults
 produced vs processed against the target, end-to-end latency over time and its percentile curve, lag per
 partition, traffic skew, batch phases, task-time spread and where each partition was read; last the environment
 and the resolved scenario. Built from the run directory alone (result.json, series.json, progress.jsonl,
-timeline.jsonl, scenario.json), so `harness report RUN_DIR` rebuilds it.
+timeline.jsonl, scenario.json), so `harness report RUN_DIR` rebuilds it. A long run's series are drawn binned
+beyond a thousand points or so, each bin by its extremes (reports.binning), so the page stays under 2 MB at any
+length while a single slow batch or lag spike still shows; what the page states in words is the full data's.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from harness.jsonl import read_jsonl
 from harness.secrets import redacted
 from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE
 from reports.accounting import accounting_rows, environment_rows
+from reports.binning import COLUMNS, bin_columns, bin_size, extreme_rows, extremes, note
 from reports.charts import (COLORS, Chart, human_ms, mark_performance, ms_axis, nines, nines_axis, shade_faults,
                             thousands)
 from reports.performance import RECOVERY_HEAD, RECOVERY_NOTE, recovery_rows, steady_lines, sustained_check, sustained_rows
@@ -92,14 +95,22 @@ def throughput_chart(run: dict, spans) -> Chart | None:
               f"Scheduled by the rate function (dashed), sent by the producers, and made visible by the sink "
               f"(per second of its batch commits: one spike per batch "
               f"commit). Target {target:,.0f} events/s.")
+    ks = []  # each line binned on its own (reports.binning), the caption says the largest bin
     if prod.get("t"):
         sched = [(t, v) for t, v in zip(prod["t"], prod["scheduled"]) if v is not None]
         if sched:
-            c.mark(c.ax.plot(*zip(*sched), "--", color=COLORS[7], lw=1.2, label="scheduled"), len(sched))
-        c.mark(c.ax.plot(prod["t"], prod["sent"], color=COLORS[0], lw=1.2, label="sent"), len(prod["t"]))
+            ks.append(bin_size(len(sched)))
+            st, sv = extremes(*zip(*sched), ks[-1])
+            c.mark(c.ax.plot(st, sv, "--", color=COLORS[7], lw=1.2, label="scheduled"), len(st))
+        ks.append(bin_size(len(prod["t"])))
+        pt, pv = extremes(prod["t"], prod["sent"], ks[-1])
+        c.mark(c.ax.plot(pt, pv, color=COLORS[0], lw=1.2, label="sent"), len(pt))
     if dlv.get("visible_t"):
         vt, vn = dense_seconds(dlv["visible_t"], dlv["visible"])
+        ks.append(bin_size(len(vt)))
+        vt, vn = extremes(vt, vn, ks[-1])
         c.mark(c.ax.step(vt, vn, where="post", color=COLORS[2], lw=1.2, label="into the sink"), len(vt))
+    c.bin(max(ks), note(max(ks), "seconds"))
     return time_chart(c, run, spans, "events/s", thousands)
 
 
@@ -110,9 +121,12 @@ def latency_time_chart(run: dict, spans) -> Chart | None:
     c = Chart("fig-latency-time", "End-to-end latency over time",
               "Per second of intended send time: the median, p99 and slowest event (sink commit minus intended "
               "send time; log scale).")
+    k = bin_size(len(d["t"]))
+    c.bin(k, note(k, "seconds", kept="each line's lowest and highest second kept"))
     for key, color, label in (("latency_max", COLORS[7], "max"), ("latency_p99", COLORS[1], "p99"),
                               ("latency_p50", COLORS[0], "p50")):
-        c.mark(c.ax.plot(d["t"], d[key], color=color, lw=1.1, label=label), len(d["t"]))
+        t, v = extremes(d["t"], d[key], k)
+        c.mark(c.ax.plot(t, v, color=color, lw=1.1, label=label), len(t))
     c.ax.set_yscale("log")
     return time_chart(c, run, spans, "latency", ms_axis, "s since traffic started (intended send time)")
 
@@ -143,6 +157,9 @@ def lag_chart(run: dict, spans) -> Chart | None:
               f"Events on the broker not yet committed by the query, sampled every second (max "
               f"{int(matrix.max()):,}; darker is further behind).", height=max(1.8, 0.9 + 0.16 * len(parts)))
     step = (t[-1] - t[0]) / max(1, len(t) - 1) if len(t) > 1 else 1.0
+    k = bin_size(len(t), COLUMNS, per_bin=1)
+    c.bin(k, note(k, "samples", "column", "each column the most behind of them"))
+    matrix = bin_columns(matrix, k)
     im = c.ax.imshow(matrix, aspect="auto", interpolation="nearest", cmap="magma_r", origin="lower",
                      extent=(t[0] - step / 2, t[-1] + step / 2, -0.5, len(parts) - 0.5), vmin=0)
     c.mark(im, matrix.size)
@@ -194,9 +211,13 @@ def phases_chart(run: dict, spans, t0: float) -> Chart | None:
               "the batch's triggerExecution" + (f"; dashed: the trigger interval ({interval:,.0f} ms)" if interval
                                                 else "") + ". A batch above the line delays the next one.")
     names = [k for k in series if any(series[k])]
-    x.append(x[-1] + total[-1] / 1000.0)  # the last batch's step reaches its end
+    end = x[-1] + total[-1] / 1000.0  # the last batch's step reaches its end
+    per = bin_size(len(x))  # binned: each bin's fastest and slowest batch, whole, at its own start
+    c.bin(per, note(per, "batches", kept="each bin's fastest and slowest batch drawn"))
+    rows = extreme_rows(total, per).tolist()
+    x = [x[i] for i in rows] + [end]
     for k in names:
-        series[k].append(series[k][-1])
+        series[k] = [series[k][i] for i in rows] + [series[k][rows[-1]]]
     polys = c.ax.stackplot(x, *[series[k] for k in names], labels=names, step="post",
                            colors=[PHASE_COLORS[k] for k in names], alpha=0.85)
     c.mark(polys, len(x) * len(names))
@@ -244,7 +265,15 @@ def task_spread_chart(run: dict, spans) -> Chart | None:
               f"Slowest over median, the median over batches: {spread if spread is not None else '-'}; "
               f"tasks per batch: median {statistics.median(n):g}. Skewed traffic turns into a slow task.")
     last = groups[max(groups)]
-    x.append(max(tasks["launch_s"][i] + tasks["duration_ms"][i] / 1000.0 for i in last))
+    end = max(tasks["launch_s"][i] + tasks["duration_ms"][i] / 1000.0 for i in last)
+    k = bin_size(len(x), per_bin=1)  # binned: a step per bin, from its fastest to its slowest task
+    c.bin(k, note(k, "batches", "step", "each step from the fastest to the slowest task of its batches, the "
+                  "median of their medians"))
+    if k > 1:
+        cut = range(0, len(x), k)
+        x, lo, hi = [x[i] for i in cut], [min(lo[i:i + k]) for i in cut], [max(hi[i:i + k]) for i in cut]
+        mid = [statistics.median(mid[i:i + k]) for i in cut]
+    x.append(end)
     lo.append(lo[-1]), mid.append(mid[-1]), hi.append(hi[-1])
     c.mark(c.ax.fill_between(x, lo, hi, step="post", color=COLORS[0], alpha=0.25, lw=0), len(x))
     c.mark(c.ax.step(x, mid, where="post", color=COLORS[0], lw=1.1, label="median"), len(x))
@@ -263,9 +292,12 @@ def placement_chart(run: dict) -> Chart | None:
     col = {b: j for j, b in enumerate(batches)}
     row = {p: k for k, p in enumerate(parts)}
     several = len(executors)
-    grid = np.full((len(parts), len(batches)), np.nan)
+    per = bin_size(len(batches), COLUMNS, per_bin=1)  # binned: a column per `per` batches (col's values cut)
+    col = {b: j // per for b, j in col.items()}
+    grid = np.full((len(parts), -(-len(batches) // per)), np.nan)
+    ex = {e: k for k, e in enumerate(executors)}
     for i in known:
-        r, j, e = row[tasks["partition"][i]], col[tasks["batch"][i]], executors.index(tasks["executor"][i])
+        r, j, e = row[tasks["partition"][i]], col[tasks["batch"][i]], ex[tasks["executor"][i]]
         grid[r, j] = e if np.isnan(grid[r, j]) or grid[r, j] == e else several
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
@@ -278,10 +310,12 @@ def placement_chart(run: dict) -> Chart | None:
               "executors, as minPartitions does). "
               + (f"Same executor as the partition's previous batch: {same:.0%}." if same is not None else ""),
               height=max(1.8, 0.9 + 0.16 * len(parts)))
+    c.bin(per, note(per, "batches", "column", "black where the partition was read on more than one executor "
+                    "in them"))
     im = c.ax.imshow(grid, aspect="auto", interpolation="nearest", origin="lower",
                      cmap=ListedColormap(colors), vmin=-0.5, vmax=several + 0.5,
                      extent=(batches[0] - 0.5, batches[-1] + 0.5, -0.5, len(parts) - 0.5))
-    c.mark(im, len(known))
+    c.mark(im, len(known) if per == 1 else int(np.count_nonzero(~np.isnan(grid))))  # binned: cells drawn
     c.ax.grid(False)
     ticks = list(range(0, len(parts), max(1, len(parts) // 16)))
     c.ax.set_yticks(ticks, [str(parts[i]) for i in ticks])
@@ -310,23 +344,24 @@ def clients_chart(run: dict) -> Chart | None:
     batches = sorted({b for per in bars.values() for b in per})
     totals = ", ".join(f"{k} {sum(per.values()):,}" for k, per in bars.items())
     c = Chart("fig-clients", f"{what} per batch", f"From {source}: {totals}.", height=2.4)
-    bottom = np.zeros(len(batches))
-    for i, (k, per) in enumerate(bars.items()):
-        values = np.array([per.get(b, 0) for b in batches], dtype=float)
-        c.mark(c.ax.bar(batches, values, bottom=bottom, color=COLORS[[1, 2, 3][i]], label=k, width=0.8),
-               len(batches))
-        bottom += values
+    values = {k: np.array([per.get(b, 0) for b in batches], dtype=float) for k, per in bars.items()}
+    n = bin_size(len(batches), per_bin=1)  # binned: a bar per n batches, the batch with the most clients
+    c.bin(n, note(n, "batches", "bar", "each bar the one of them with the most clients"))
+    total = sum(values.values())
+    starts = range(0, len(batches), n)
+    rows = [i + int(np.argmax(total[i:i + n])) for i in starts]
+    x = [batches[i] for i in (rows if n == 1 else starts)]  # binned: the bar spans its bin
+    bottom = np.zeros(len(rows))
+    for i, (k, v) in enumerate(values.items()):
+        c.mark(c.ax.bar(x, v[rows], bottom=bottom, color=COLORS[[1, 2, 3][i]], label=k, width=0.8 * n,
+                        align="center" if n == 1 else "edge"), len(rows))
+        bottom += v[rows]
     c.ax.set_xlabel("batch id")
     c.ax.set_ylabel("clients")
     c.ax.xaxis.get_major_locator().set_params(integer=True)
     c.ax.yaxis.get_major_locator().set_params(integer=True)
     c.ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return c
-
-
-def _thin(n: int, most: int = 600) -> int:
-    """Every how many samples to draw so a line keeps at most `most` points (a night's soak stays a light page)."""
-    return max(1, -(-n // most))
 
 
 # a role keeps its colour from run to run (the service, the driver's two processes, executors, producers …)
@@ -350,14 +385,19 @@ def resources_chart(run: dict, spans, t0: float) -> Chart | None:
               "Top: resident memory (RSS) of each role's processes summed, in MB. Bottom: CPU cores each role "
               "used between samples (CPU time over wall time). A restarted process drops and regrows its role's "
               "line; a leak is a line that keeps rising after the warm-up.", height=2.5, axes=2)
-    for role, series in rss.items():
+    for role, series in rss.items():  # binned: each bin's lowest and highest sample (reports.binning)
         color = ROLE_COLORS.get(role, COLORS[7])
-        pts = series[::_thin(len(series))]
-        c.mark(c.axes[0].plot([t - t0 for t, _ in pts], [v / MB for _, v in pts], color=color, lw=1.2,
-                              label=role), len(pts))
-        steps = [(start - t0, cores.get(role, 0.0)) for start, _, cores in cpu][::_thin(len(cpu))]
+        k = bin_size(len(series))
+        c.bin(k, "")
+        x, y = extremes([t - t0 for t, _ in series], [v / MB for _, v in series], k)
+        c.mark(c.axes[0].plot(x, y, color=color, lw=1.2, label=role), len(x))
+        steps = [(start - t0, cores.get(role, 0.0)) for start, _, cores in cpu]
         if steps and any(v for _, v in steps):
-            c.mark(c.axes[1].step(*zip(*steps), where="post", color=color, lw=1.0), len(steps))
+            k = bin_size(len(steps))
+            c.bin(k, "")
+            x, y = extremes(*zip(*steps), k)
+            c.mark(c.axes[1].step(x, y, where="post", color=color, lw=1.0), len(x))
+    c.caption += note(c.binned, "samples")
     c.axes[0].set_ylabel("RSS (MB)")
     c.axes[1].set_ylabel("CPU cores")
     c.axes[0].set_ylim(bottom=0)
@@ -377,13 +417,16 @@ def disk_chart(run: dict, spans, t0: float) -> Chart | None:
     if not series:
         return None
     t0 = t0 or series[0][0]
-    series = series[::_thin(len(series))]
     final = series[-1][1].get("by_dir") or {}
     dirs = sorted({d for _, x in series for d in x.get("by_dir") or {}}, key=lambda d: -final.get(d, 0))
     peak = max(x["bytes"] for _, x in series)
     c = Chart("fig-disk", "Disk used by the run directory",
               f"Allocated bytes (what du counts) under the run directory, by top-level entry, stacked; peak "
               f"{peak / MB:,.0f} MB, at the end {series[-1][1]['bytes'] / MB:,.0f} MB.", height=2.6)
+    k = bin_size(len(series))  # binned: each bin's smallest and largest sample, whole, and the last one
+    c.bin(k, note(k, "samples"))
+    if k > 1:
+        series = [series[i] for i in sorted(set(extreme_rows([x["bytes"] for _, x in series], k)) | {len(series) - 1})]
     x = [t - t0 for t, _ in series]
     ys = [[(d_.get("by_dir") or {}).get(d, 0) / MB for _, d_ in series] for d in dirs]
     c.mark(c.ax.stackplot(x, *ys, labels=dirs, colors=[COLORS[i % len(COLORS)] for i in range(len(dirs))],
@@ -464,15 +507,17 @@ def resources_html(run: dict) -> str:
     """The resource figures per role and the leak verdicts, as tables (result.json's `resources`, or computed from
     resources.jsonl for a run judged before there was one)."""
     from harness.analysis.resources import MB, summarize
+    from reports.resources import footprint_html
 
     summary = run["result"].get("resources") or summarize(run["resources"])
+    foot = footprint_html(run["result"].get("footprint") or {})
     if not summary.get("roles"):
-        return ""
+        return f"<h2>Resources</h2>{foot}" if foot else ""
     rows = [[html.escape(role), r["processes"], f"{r['rss_peak_bytes'] / MB:,.0f} MB",
              f"{r['rss_mean_bytes'] / MB:,.0f} MB", f"{r['cpu_s']:,.1f}",
              "-" if r["cores_mean"] is None else f"{r['cores_mean']:.2f}", r["fds_max"], r["threads_max"]]
             for role, r in summary["roles"].items()]
-    parts = ["<h2>Resources</h2>",
+    parts = ["<h2>Resources</h2>", foot,
              _table(["role", "processes", "peak RSS", "mean RSS", "CPU s", "cores mean", "max open files",
                      "max threads"], rows, numeric=set(range(1, 8)))]
     lk = summary.get("leaks") or {}
@@ -556,7 +601,7 @@ def build_html(run_dir: Path) -> str:
     missing = run["series"].get("error") or ("" if run["series"] else "no series.json in the run directory")
     if missing:
         parts.append(f'<p class="bad">Figures over time are missing: {html.escape(missing)}.</p>')
-    if run["resources"]:
+    if run["resources"] or result.get("footprint"):
         parts.append(resources_html(run))
     parts += ["<h2>Environment</h2>", environment_html(run),
               f'<p class="muted">{len(charts)} figures. report.md beside this file has the same run in tables.</p>',

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.analysis.startup import describe as describe_startup
+
 
 def _n(x: Any, unit: str = "", digits: int = 0) -> str:
     if x is None:
@@ -24,6 +26,7 @@ def steady_lines(result: dict) -> list[str]:
            f"with data {_n(start.get('first_data_batch_from_run_start_s'), ' s', 1)} after `harness run` started "
            f"(traffic began at {_n(start.get('traffic_from_run_start_s'), ' s', 1)}; first data committed "
            f"{_n(start.get('first_data_batch_from_traffic_s'), ' s', 1)} into it)."]
+    out += describe_startup(result.get("startup_steps") or {})  # which step took what; the gap explained
     if start.get("cold_events"):
         out.append(f"The {start['cold_s']:.0f} s of start-up in the measured window ({start['cold_events']:,} events): "
                    f"p50 {_n(cold.get('p50'), ' ms')}, p99 {_n(cold.get('p99'), ' ms')}; the whole measured window: "

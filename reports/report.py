@@ -168,7 +168,11 @@ def build_report(result: dict, run_dir: Path) -> str:
         from harness.analysis.resources import load, summarize
         from reports.resources import resources_markdown
 
-        parts += resources_markdown(result.get("resources") or summarize(load(run_dir)))
+        parts += resources_markdown(result.get("resources") or summarize(load(run_dir)), result.get("footprint"))
+    elif result.get("footprint"):  # not sampled: the footprint says it is unknown
+        from reports.resources import resources_markdown
+
+        parts += resources_markdown({}, result["footprint"])
     events = read_jsonl(run_dir / "timeline.jsonl")
     t0 = events[0]["t"] if events else 0.0
     if result.get("faults"):

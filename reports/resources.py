@@ -1,7 +1,9 @@
 """Resources per role and leak verdicts, in report.md (figures: harness.analysis.resources)."""
 from __future__ import annotations
 
-from harness.analysis.resources import MB
+import html
+
+from harness.analysis.resources import MB, footprint_line
 
 
 # -- report.md -----------------------------------------------------------------------------------------------------
@@ -15,10 +17,37 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def resources_markdown(summary: dict) -> list[str]:
-    """The Resources section of report.md (nothing when the run was not sampled)."""
-    if not summary or not summary.get("roles"):
+def footprint_markdown(foot: dict) -> list[str]:
+    """The footprint's paragraph: the harness's CPU against the system under test's, per role, in words."""
+    if not foot:
         return []
+    text = footprint_line(foot)
+    if foot.get("ok") is False:
+        text = f"**Measurement distorted.** {text}"
+    by_role = foot.get("by_role") or {}
+    if by_role:
+        sides = {r: "harness" for r in foot.get("harness_roles") or []} | \
+                {r: "system under test" for r in foot.get("sut_roles") or []}
+        text += ". Per role over the traffic (CPU s): " + ", ".join(
+            f"{r} {v:,.1f} ({sides.get(r, 'not counted')})" for r, v in by_role.items())
+    return ["", text + "."]
+
+
+def footprint_html(foot: dict) -> str:
+    """The footprint's paragraph for report.html (escaped; "measurement distorted" marked when over the goal)."""
+    if not foot:
+        return ""
+    lead = '<span class="bad">Measurement distorted.</span> ' if foot.get("ok") is False else ""
+    by_role = foot.get("by_role") or {}
+    roles = ("; per role over the traffic, CPU s: " + ", ".join(f"{r} {v:,.1f}" for r, v in by_role.items())
+             if by_role else "")
+    return f"<p>{lead}{html.escape(footprint_line(foot) + roles)}.</p>"
+
+
+def resources_markdown(summary: dict, foot: dict | None = None) -> list[str]:
+    """The Resources section of report.md (nothing when the run was not sampled), opening with the footprint."""
+    if not summary or not summary.get("roles"):
+        return ["", "## Resources", "", footprint_line(foot)] if foot else []
     cost = summary.get("cost_ms") or {}
     span = (summary.get("last_t") or 0) - (summary.get("first_t") or 0)
     parts = ["", "## Resources",
@@ -37,6 +66,7 @@ def resources_markdown(summary: dict) -> list[str]:
                       "-" if r["cores_mean"] is None else f"{r['cores_mean']:.2f}",
                       "-" if r["cores_peak"] is None else f"{r['cores_peak']:.2f}", r["fds_max"], r["threads_max"]]
                      for role, r in summary["roles"].items()])]
+    parts[3:3] = footprint_markdown(foot or {})
     disk = summary.get("disk") or {}
     if disk:
         parts += ["", f"Disk (allocated, the run directory): peak {_mb(disk['peak_bytes'])}, at the end "

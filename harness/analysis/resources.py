@@ -11,6 +11,7 @@ MB here is 10^6 bytes.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,6 +23,14 @@ ROLE_ORDER = ("broker", "emulator", "netproxy", "spark-master", "spark-worker", 
 # defaults for a run that says nothing else (a soak states its own): the first minutes of a JVM are heap growth,
 # not a leak, and a slope over less than five minutes of samples is mostly noise
 AFTER_S, MIN_SPAN_S, MAX_GROWTH_MB_PER_H = 120.0, 300.0, 100.0
+# Whose CPU is whose (harness.resources.ROLES names the roles): the harness's own processes (its producers, the
+# runner with its samplers, the TCP proxy) and the system under test (the broker or the emulator standing in for
+# Event Hubs, Spark's JVMs and the query's Python driver and workers, spark-submit's launchers). "other" (a shell,
+# a tool) is in neither: counted apart and named, never silently added to one side.
+HARNESS_ROLES = ("producer", "runner", "netproxy")
+SUT_ROLES = ("broker", "emulator", "spark-master", "spark-worker", "driver", "driver-jvm", "executor",
+             "python-worker", "launcher")
+FOOTPRINT_GOAL = 0.05  # the harness's CPU under 5% of the system under test's: more distorts what it measures
 
 
 def load(run_dir: Path) -> list[dict]:
@@ -115,6 +124,80 @@ def roles_summary(samples: list[dict]) -> dict[str, dict]:
             "threads_max": max(r["threads"] for r in records),
         }
     return out
+
+
+def cpu_in_window(samples: list[dict], start: float | None = None,
+                  end: float | None = None) -> tuple[dict, float, float | None, float | None]:
+    """({role: CPU seconds}, seconds covered, covered from, covered to) between `start` and `end` (default: the
+    samples' whole span), from the intervals between samples that lie wholly inside the window: an interval that
+    straddles an edge holds what happened outside it too (a producer's imports just before its traffic), which
+    spreading evenly would wrongly count. Only when no interval fits (a window shorter than the sampling interval)
+    are the overlapping parts counted, each by its share of the interval."""
+    lo_w = -math.inf if start is None else start
+    hi_w = math.inf if end is None else end
+    intervals = cpu_intervals(samples)
+    parts = [(s, e, c) for s, e, c in intervals if s >= lo_w and e <= hi_w]
+    if not parts:
+        parts = [(max(s, lo_w), min(e, hi_w), c) for s, e, c in intervals if min(e, hi_w) > max(s, lo_w)]
+    used: dict[str, float] = defaultdict(float)
+    for lo, hi, cores in parts:
+        for role, c in cores.items():
+            used[role] += c * (hi - lo)
+    covered = sum(hi - lo for lo, hi, _ in parts)
+    return dict(used), covered, (parts[0][0] if parts else None), (parts[-1][1] if parts else None)
+
+
+def footprint(samples: list[dict], start: float | None = None, end: float | None = None,
+              goal: float = FOOTPRINT_GOAL) -> dict:
+    """The harness's own CPU (HARNESS_ROLES) against the CPU of the system it measures (SUT_ROLES), over the
+    traffic window [`start`, `end`] (default: every sample; see cpu_in_window): on one machine the cores are
+    shared, so what the harness spends is taken from the system under test. A role in neither table is listed
+    under `unclassified` and in neither sum (and the detail says so). No samples, a window the samples do not
+    cover, or no CPU of the system under test: the ratio is unknown (None), never 0. `ok` is None when unknown.
+    Over the goal is a statement about the measurement's quality (said in the console and the report), not a
+    check: a slower machine's runs do not fail for it."""
+    out: dict = {"goal": goal, "harness_roles": list(HARNESS_ROLES), "sut_roles": list(SUT_ROLES),
+                 "from_t": start, "to_t": end}
+    used, covered, first, last = cpu_in_window(samples, start, end)
+    out["window_s"], out["covered_from_t"], out["covered_to_t"] = round(covered, 3), first, last
+    out["by_role"] = {role: round(v, 3) for role, v in sorted(used.items(), key=lambda kv: _role_key(kv[0]))}
+    unclassified = {r: v for r, v in out["by_role"].items() if r not in HARNESS_ROLES and r not in SUT_ROLES}
+    out["unclassified"] = unclassified
+    if not covered:
+        why = "no resource samples" if not samples else "the resource samples do not cover the traffic window"
+        return out | {"harness_cpu_s": None, "sut_cpu_s": None, "ratio": None, "ok": None,
+                      "detail": f"the harness's share of the CPU is unknown: {why}"}
+    harness = sum(v for r, v in used.items() if r in HARNESS_ROLES)
+    sut = sum(v for r, v in used.items() if r in SUT_ROLES)
+    out["harness_cpu_s"], out["sut_cpu_s"] = round(harness, 3), round(sut, 3)
+    if sut <= 0:
+        return out | {"ratio": None, "ok": None, "detail": "the harness's share of the CPU is unknown: no CPU of "
+                                                             "the system under test was sampled in the traffic window"}
+    ratio = harness / sut
+    out["ratio"], out["ok"] = round(ratio, 5), ratio < goal
+    detail = (f"the harness used {ratio:.1%} of the CPU of what it measured ({harness:,.1f} CPU s against "
+              f"{sut:,.1f} over {covered:,.0f} s of traffic; goal under {goal:.0%})")
+    if not out["ok"]:
+        detail += ": measurement distorted, the harness took CPU from the system under test"
+    if unclassified:
+        detail += "; not counted (role unknown to the harness/system-under-test table): " + ", ".join(
+            f"{r} {v:,.1f} CPU s" for r, v in unclassified.items())
+    return out | {"detail": detail}
+
+
+def footprint_line(foot: dict) -> str:
+    """The footprint in one line of words (the console's summary, report.md, report.html)."""
+    return "footprint: " + str(foot.get("detail") or foot.get("error") or "unknown")
+
+
+def run_footprint(run_dir: Path, start: float | None, end: float | None) -> dict:
+    """`footprint` of a run directory over its traffic, [`start`, `end`] (the producers' start and scheduled end),
+    ended earlier by the timeline's traffic_end when the traffic stopped early."""
+    ends = [e["t"] for e in read_jsonl(Path(run_dir) / "timeline.jsonl")
+            if e.get("event") == "traffic_end" and isinstance(e.get("t"), (int, float))]
+    if ends and end is not None and start is not None and start < ends[-1] < end:
+        end = ends[-1]
+    return footprint(load(run_dir), start, end)
 
 
 def disk_summary(samples: list[dict]) -> dict:

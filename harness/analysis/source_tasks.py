@@ -50,8 +50,10 @@ def source_summary(tasks: list[dict], progress: list[dict], stream: str) -> dict
         totals["tasks"] += 1
         per_batch[batch].update(counts)
         per_batch[batch]["tasks"] += 1
-        workers_by_batch[batch].add((str(t.get("executor")), int(t.get("pid") or 0)))
-        where[part].append((str(t.get("executor")), int(t.get("pid") or 0)))
+        # the worker whose receiver read the events: the partition's owner when a sibling served the task
+        reader = int(t.get("served_by") or t.get("pid") or 0)
+        workers_by_batch[batch].add((str(t.get("executor")), reader))
+        where[part].append((str(t.get("executor")), reader))
         lost_ranges += [list(r) for r in t.get("lost_ranges") or []]
         errors += bool(t.get("error"))
     moves = {p: sum(1 for a, b in zip(seq, seq[1:]) if a != b) for p, seq in where.items()}

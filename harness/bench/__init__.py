@@ -24,6 +24,7 @@ from harness.console import Console
 # the order is fixed so two nights' tables line up)
 BENCHES: dict[str, str] = {
     "producers": "harness.bench.producers:run_bench",
+    "footprint": "harness.bench.footprint:run_bench",
     "kafka-query": "harness.bench.kafka_query:run_bench",
     "emulator": "harness.bench.emulator:run_bench",
     "eh-source": "harness.bench.eh_source:run_bench",

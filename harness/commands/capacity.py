@@ -54,6 +54,7 @@ from typing import Any, Callable, Literal
 
 from harness import atomic, outdir, runner, secrets
 from harness.check import Check, counts_against
+from harness.commands.shared_broker import reason_not_shared, shared_broker
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
 from harness.errors import InputError
@@ -428,6 +429,9 @@ def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Pat
                          "max_trials": max_trials, "growth": GROWTH, "resolution_fraction": RESOLUTION,
                          "min_step_eps": MIN_STEP_EPS},
             "thresholds": limits.as_dict(), "started_at": t0}
+    why = reason_not_shared([scenario])  # one broker for every trial when it allows (harness.commands.shared_broker)
+    head["broker"] = {"shared": why is None, "why_not": why}
+    shared: list = [None]  # gives a trial the search's broker once it runs
 
     def write(res: SearchResult) -> dict:
         summary = {**head, "elapsed_s": round(time.time() - t0, 1), **res.as_dict(),
@@ -445,7 +449,7 @@ def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Pat
                      f"after a {p['warmup_s']:g} s warm-up")
         try:
             outcome = runner.run_one(name_or_path, trial_overrides(overrides, rate, trial_s, p["warmup_s"]), sub,
-                                 console)
+                                     console, shared[0]() if shared[0] is not None else None)
         except KeyboardInterrupt:
             return TrialOutcome(rate, "unjudged", run_dir=sub.name, exit_code=130,
                                 note="interrupted (Ctrl-C / SIGTERM): not judged")
@@ -467,7 +471,8 @@ def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Pat
         write(res)
 
     try:
-        result = search(trial, p["start_eps"], max_trials=max_trials, after_trial=after)
+        with shared_broker([scenario], cap_dir, console, "capacity search") as shared[0]:
+            result = search(trial, p["start_eps"], max_trials=max_trials, after_trial=after)
     except KeyboardInterrupt:  # between trials (the trial itself turns Ctrl-C into an unjudged outcome)
         prev = last[0] if last else conclude([], None, None, RESOLUTION, MIN_STEP_EPS, "interrupted")
         result = conclude(prev.trials, prev.capacity_eps, prev.next_eps, RESOLUTION, MIN_STEP_EPS, "interrupted")

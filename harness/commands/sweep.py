@@ -25,6 +25,7 @@ from typing import Any
 from harness import atomic, runner, secrets
 from harness.check import counts_against
 from harness.commands.repeat import run_repeats
+from harness.commands.shared_broker import reason_not_shared, shared_broker
 from harness.config import Scenario, load_scenario
 from harness.console import Console
 from reports.compare import figure, recommended_line
@@ -131,30 +132,16 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
     repeat = repeat or scenario.sweep_repeat
     plans = [(values, list(overrides) + [override_text(k, v) for k, v in values.items()])
              for values in combos]
-    for _, sets in plans:  # every combination valid before anything starts
-        load_scenario(name_or_path, sets)
+    # every combination valid before anything starts
+    loaded = [load_scenario(name_or_path, sets)[0] for _, sets in plans]
     sweep_dir = runner.new_run_dir(scenario.name, out)
     summary: dict[str, Any] = {"scenario": scenario.name, "keys": list(scenario.sweep),
                                "overrides": [secrets.redacted_override(o) for o in overrides],  # no secret
                                "planned": len(plans), "repeat": repeat, "runs": [], "verdict": "unjudged"}
-    interrupted = False
-    for i, (values, sets) in enumerate(plans):
-        sub = sweep_dir / label(i, values)
-        what = ", ".join(override_text(k, v) for k, v in values.items())
-        if repeat > 1:
-            outcome = run_repeats(name_or_path, sets, repeat, sub, console,
-                                  label=f"sweep run {i + 1}/{len(plans)} ({what}): ")
-            results = [_result(sub / r["run_dir"]) for r in outcome.result["runs"]]
-            row = repeated_figures(outcome.result, results)
-        else:
-            console.info(f"sweep run {i + 1}/{len(plans)}: {what}")
-            outcome = runner.run_one(name_or_path, sets, sub, console)
-            row = figures(outcome.result)
-        summary["runs"].append({"values": secrets.redacted(values), "run_dir": sub.name, "exit_code": outcome.exit_code, **row})
-        atomic.write_json(sweep_dir / "sweep.json", summary)
-        if outcome.exit_code == 130:
-            interrupted = True
-            break
+    why = reason_not_shared(loaded)  # one broker for every run when they allow it (harness.commands.shared_broker)
+    summary["broker"] = {"shared": why is None, "why_not": why}
+    with shared_broker(loaded, sweep_dir, console, "sweep") as shared:
+        interrupted = _run_plans(plans, name_or_path, repeat, sweep_dir, console, summary, shared)
     if not interrupted:  # an interrupted sweep stays unjudged: its missing runs were never measured
         summary["recommended"] = recommend(summary["runs"])
         summary["verdict"] = sweep_verdict(summary["runs"], summary["recommended"])
@@ -165,6 +152,29 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
     if summary.get("recommended"):
         print(recommended_line(summary), flush=True)
     return runner.RunOutcome(sweep_dir, summary, 130 if interrupted else 0 if summary["verdict"] == "pass" else 1)
+
+
+def _run_plans(plans: list, name_or_path: str, repeat: int, sweep_dir: Path, console: Console, summary: dict,
+               shared) -> bool:
+    """Every combination's run(s), recorded in sweep.json after each; True when interrupted. `shared`: gives
+    each run the sweep's broker (None: each run starts its own)."""
+    for i, (values, sets) in enumerate(plans):
+        sub = sweep_dir / label(i, values)
+        what = ", ".join(override_text(k, v) for k, v in values.items())
+        if repeat > 1:
+            outcome = run_repeats(name_or_path, sets, repeat, sub, console,
+                                  label=f"sweep run {i + 1}/{len(plans)} ({what}): ", backend=shared)
+            results = [_result(sub / r["run_dir"]) for r in outcome.result["runs"]]
+            row = repeated_figures(outcome.result, results)
+        else:
+            console.info(f"sweep run {i + 1}/{len(plans)}: {what}")
+            outcome = runner.run_one(name_or_path, sets, sub, console, shared() if shared is not None else None)
+            row = figures(outcome.result)
+        summary["runs"].append({"values": secrets.redacted(values), "run_dir": sub.name, "exit_code": outcome.exit_code, **row})
+        atomic.write_json(sweep_dir / "sweep.json", summary)
+        if outcome.exit_code == 130:
+            return True
+    return False
 
 
 def write_sweep_reports(sweep_dir: Path, summary: dict) -> None:
@@ -197,7 +207,7 @@ def sweep_markdown(summary: dict) -> str:
              "",
              f"{len(runs)} of {summary['planned']} combinations"
              + (f", each run {repeat} times (figures: their means)" if repeat > 1 else "")
-             + f"; swept: {', '.join(summary['keys'])}.", "",
+             + f"; swept: {', '.join(summary['keys'])}.", *_broker_line(summary.get("broker")), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
         cells = [_cell(r["values"][k]) for k in summary["keys"]] + [_cell(r.get(k)) for k, _ in shown]
@@ -208,6 +218,14 @@ def sweep_markdown(summary: dict) -> str:
                          + (" (the goal only: not recommended)" if set(r["failed_checks"]) <= GOAL_CHECKS else "")
                          for r in failed]
     return "\n".join(lines) + "\n"
+
+
+def _broker_line(broker: dict | None) -> list[str]:
+    """Whether the runs shared one broker (harness.commands.shared_broker), and why not when they did not."""
+    if not broker:
+        return []
+    return ["One Kafka broker for every run (a fresh topic, driver, checkpoint and sink per run; each result.json "
+            "names the broker)." if broker.get("shared") else f"A broker per run: {broker.get('why_not')}."]
 
 
 def _cell(value: Any) -> str:

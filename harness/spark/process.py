@@ -6,6 +6,7 @@ failure, reported with the error the query recorded.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from typing import Callable
 from harness import atomic, secrets
 from harness.backends.base import SparkSource
 from harness.jsonl import read_jsonl
+from harness.jvm import cds
 from harness.jvm.artifacts import resolve
 from harness.supervisor import Child, Supervisor
 
@@ -59,6 +61,32 @@ EVENT_LOG_CONF = {
     "spark.eventLog.logStageExecutorMetrics": "false",
     "spark.eventLog.buffer.kb": "1m",
 }
+
+
+def pyspark_home() -> Path:
+    """The pip-installed PySpark's directory (its SPARK_HOME), found without importing it (seconds of CPU in the
+    runner, which never needs it)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def driver_classpath(conf: dict[str, str]) -> list[str]:
+    """What the driver JVM's class archive is keyed by: Spark's own jars (the launcher's classpath), the jars
+    and extra classpath the conf adds."""
+    return [f"{pyspark_home() / 'jars'}/*", *conf.get("spark.jars", "").split(","),
+            conf.get("spark.driver.extraClassPath", "")]
+
+
+def _with_class_archive(conf: dict[str, str]) -> Path | None:
+    """The driver JVM's class archive (harness.jvm.cds) added to its java options, after any of the scenario's
+    own; the temp file its JVM writes the archive to when there is none yet."""
+    options, dump = cds.options("spark-driver", driver_classpath(conf))
+    if options:
+        conf["spark.driver.extraJavaOptions"] = " ".join(
+            [o for o in [conf.get("spark.driver.extraJavaOptions", "").strip()] if o] + options)
+    return dump
 
 
 class SparkQueryProcess:
@@ -105,6 +133,7 @@ class SparkQueryProcess:
         if jar_paths:
             full_conf["spark.jars"] = ",".join(jar_paths)
         full_conf.update(conf)
+        cds_dump = _with_class_archive(full_conf)
         full_conf.update(secrets.spark_redaction_conf(full_conf))  # Spark's own logs hide them too
         self.job = {
             "run_dir": str(run_dir), "master": master,
@@ -114,6 +143,8 @@ class SparkQueryProcess:
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
             "instrumentation_off": sorted(off), "py_files": [str(p) for p in py_files],
         }
+        if cds_dump is not None:  # the driver keeps its JVM's classes as the archive once it exited (harness.jvm.cds)
+            self.job["cds_dump"] = str(cds_dump)
         if source is not None:
             self.set_source(source)
         self.python_path = list(python_path or [])  # put first on PYTHONPATH: a user's query module lives there
@@ -198,11 +229,19 @@ class SparkQueryProcess:
             if state in ("failed", "drain_timeout") or (self.child and not self.child.alive()):
                 raise RuntimeError(f"Spark query did not start: {self.status().get('error') or 'process exited'}"
                                    f" (see {self.spark_dir / 'driver.log'})")
-            # started and the first batch (offsets initialised) recorded: only then is it safe to produce
-            if state == "started" and progress.exists() and progress.stat().st_size > 0:
+            # started and its starting offsets fixed: only then is it safe to produce (a query reading from the
+            # latest offsets would skip what came before): the first batch recorded, or sooner, Kafka's source
+            # having written them to its checkpoint as that batch began (seconds before its end)
+            if state == "started" and (self.offsets_fixed() or progress.exists() and progress.stat().st_size > 0):
                 return
             time.sleep(0.1)
         raise TimeoutError(f"Spark query not running after {timeout:.0f}s (see {self.spark_dir / 'driver.log'})")
+
+    def offsets_fixed(self) -> bool:
+        """Spark's Kafka source writes the query's starting offsets (resolved from `startingOffsets`) to
+        `<checkpoint>/sources/0/0` once, atomically, before its first batch reads anything; from then on they are
+        fixed, also across restarts. Other sources: not known here (False)."""
+        return self.job.get("format") == "kafka" and (self.checkpoint / "sources" / "0" / "0").is_file()
 
     def drain(self, end_offsets: dict[str, dict[str, int]], timeout_s: float) -> None:
         atomic.write_json(self.control / "drain.json", {"end_offsets": end_offsets, "timeout_s": timeout_s})

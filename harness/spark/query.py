@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from harness import atomic
+from harness.jvm import cds
 from harness.secrets import expand_all, is_secret_key
 from harness.spark.checkpoint import committed
 
@@ -202,7 +203,34 @@ def run(job_path: Path) -> int:
             spark.streams.removeListener(recorder)
         if probe is not None:
             probe.join(60)  # its record written before the context goes
+        classpath = _jvm_classpath(spark) if job.get("cds_dump") else None
         spark.stop()
+        if classpath is not None:
+            keep_class_archive(Path(job["cds_dump"]), classpath)
+
+
+def _jvm_classpath(spark) -> str | None:
+    try:
+        return str(spark._jvm.System.getProperty("java.class.path"))
+    except Exception:  # noqa: BLE001 - its JVM is gone: it wrote no archive either
+        return None
+
+
+def keep_class_archive(dump: Path, classpath: str) -> None:
+    """The JVM was started to write its classes to `dump` when it exits (harness.jvm.cds): let it exit (its stdin
+    closed, as PySpark's gateway ends) and wait, since the supervisor kills what is left of this process's group
+    once it is gone; then keep the file as the archive if a JVM maps it. Once per jar set and JDK."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return
+    try:
+        proc.stdin.close()
+        proc.wait(120)
+    except Exception:  # noqa: BLE001 - no archive this time; the next run writes one
+        return
+    cds.promote(dump, [classpath])
 
 
 def instrumentation_off(job: dict) -> set[str]:

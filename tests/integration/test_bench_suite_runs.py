@@ -34,9 +34,9 @@ def test_startup_bench_starts_the_driver_beside_the_broker_only_side_by_side(tmp
     path = tmp_path / "startup.json"
     assert cli_main(["bench", "startup", "--quick", "--json", str(path)]) == 0
     data = json.loads(path.read_text())
-    side, seq = data["runs"]
-    assert (side["mode"], seq["mode"]) == ("side_by_side", "sequential")
-    for r in (side, seq):
+    side, seq, no_cds = data["runs"]
+    assert (side["mode"], seq["mode"], no_cds["mode"]) == ("side_by_side", "sequential", "no_cds")
+    for r in (side, seq, no_cds):
         p = r["phases"]
         assert 0 < p["harness_up"] < p["broker_up"] <= p["stream_created"]
         assert p["driver_process"] < p["driver_jvm_up"] < p["driver_session_ready"] <= p["query_started"] <= p["first_batch_recorded"]
@@ -44,3 +44,12 @@ def test_startup_bench_starts_the_driver_beside_the_broker_only_side_by_side(tmp
     # sequential: the driver process only once the stream exists; side by side while the broker starts
     assert seq["phases"]["driver_process"] > seq["phases"]["stream_created"]
     assert side["phases"]["driver_process"] < side["phases"]["broker_up"]
+    # the sweep's points: one broker for all of them, against one each; every point got its first data batch
+    shared, fresh = data["sweeps"]
+    assert shared["broker"] == {"shared": True, "why_not": None}
+    assert fresh["broker"] == {"shared": False, "why_not": "HARNESS_SHARED_BROKER=0 in the environment"}
+    for sweep in (shared, fresh):
+        assert len(sweep["points"]) == 2 and all(p["first_data_batch"] > 0 for p in sweep["points"])
+    names = [r["name"] for r in data["rows"]]
+    assert "first data batch, s after launch (goal <= 10 s)" in names
+    assert any(n.startswith("sweep of 2 points") for n in names)

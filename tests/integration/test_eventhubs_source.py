@@ -6,6 +6,7 @@ independent source), with counts worked out by hand, and with what the emulator'
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 
 from harness.emulator import EmulatorConfig, EmulatorServer, HubConfig
+from harness.supervisor import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -165,6 +167,12 @@ def test_read_once_in_order_with_connector_values_capped_batches_and_exact_rerun
     assert [json.loads(p["sources"][0]["endOffset"])[hub] for p in batches] == [
         {"0": 6, "1": 12, "2": 18, "3": 24}, {"0": 10, "1": 20, "2": 30, "3": 40}]
     first_run = task_records(tmp_path / "m")
+    # one receiver per partition in the executor, whichever of the Python workers (two, local[2]) runs a task: the
+    # second batch's tasks all reuse them, in their own worker or through the partition's owner (handoff.py)
+    assert sum(r["created"] for r in first_run) == 4
+    assert [(r["created"], r["reused"], r["mismatch"]) for r in first_run if r["start"] > 0] == [(0, 1, 0)] * 4
+    assert all(r["served_by"] in (None, *{q["pid"] for q in first_run}) and r["served_by"] != r["pid"]
+               for r in first_run)
     last = max(int(n) for n in os.listdir(os.path.join(ck, "commits")) if n.isdigit())
     for log in (os.path.join(ck, "commits"), os.path.join(sink, "_spark_metadata")):
         for name in (str(last), f".{last}.crc"):
@@ -464,3 +472,50 @@ def test_recreated_hub_is_data_loss_on_the_driver_and_on_the_executor(emulator, 
         (0, 4, 4, [["0", 5, 8]], None),  # the reset batch answers for the old hub's 5..7, never planned
         (4, 12, 8, [], None)]
     assert records[2]["reset_from"] == 5
+
+
+def test_management_calls_keep_one_connection_and_answer_with_the_hubs_state_of_the_moment():
+    """The source's hub and partition queries (management.py) go over one kept connection, yet every answer is the
+    service's at that moment, equal to a plain SDK client's (the independent source): events sent after a query
+    show in the next one; a dropped connection is answered by the SDK's own path, then kept again; a deleted hub
+    raises the plain client's error. An emulator of its own: dropping connections must not touch other tests."""
+    from harness.backends.eventhubs.spark_source.management import PersistentManagementClient
+
+    hub = "mgmt"
+    with EmulatorServer(EmulatorConfig(hubs=(HubConfig(hub, 2),))).start() as emu:
+        conn = emu.connection_string(hub)
+        kept = PersistentManagementClient.from_connection_string(conn, "$Default", retry_total=0)
+        plain = EventHubConsumerClient.from_connection_string(conn, "$Default", retry_total=0)
+
+        def agree() -> None:  # 3 management calls on each client
+            assert kept.get_eventhub_properties() == plain.get_eventhub_properties()
+            for p in "01":
+                assert kept.get_partition_properties(p) == plain.get_partition_properties(p)
+
+        try:
+            agree()
+            send(emu.connection_string(), hub, "0", 3)
+            assert kept.get_partition_properties("0")["last_enqueued_sequence_number"] == 2  # not a stale answer
+            agree()
+            assert (kept.kept_requests, kept.fallback_requests) == (7, 0)
+            # the kept one stays; the plain client's, one per call, and the sender's close (seen a moment later)
+            wait_until(lambda: emu.snapshot()["connections"] == 1, 5, 0.05, "one connection left")
+            assert emu.drop_connections() == 1
+            send(emu.connection_string(), hub, "1", 2)
+            assert kept.get_partition_properties("1")["last_enqueued_sequence_number"] == 1
+            assert (kept.kept_requests, kept.fallback_requests) == (7, 1)  # the SDK's path answered that one
+            agree()
+            assert (kept.kept_requests, kept.fallback_requests) == (10, 1)  # and the connection is kept again
+            assert emu.delete_hub(hub)
+            with pytest.raises(Exception) as plain_error:
+                plain.get_partition_properties("0")
+            with pytest.raises(type(plain_error.value)) as kept_error:
+                kept.get_partition_properties("0")
+            def text(exc):  # the service's tracking id and timestamp differ from one answer to the next
+                return re.sub(r"TrackingId:[^,]*|Timestamp:\S*", "", str(exc))
+
+            assert text(kept_error.value) == text(plain_error.value)
+        finally:
+            kept.close()
+            plain.close()
+        wait_until(lambda: emu.snapshot()["connections"] == 0, 5, 0.05, "close() letting go of the kept connection")

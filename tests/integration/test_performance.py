@@ -32,7 +32,7 @@ def test_steady_sustains_its_load_and_reports_its_start_up_apart(steady_run):
     assert latency["status"] == "not required" and latency["value"] == result["latency_ms"]["p99"]
     # the headline is the steady part's; start-up is reported apart
     steady, startup = result["steady"], result["startup"]
-    assert steady["detected"] and 4.0 <= steady["from_s"] <= 14.0  # at most half the 20 s window after the warm-up
+    assert steady["detected"] and 4.0 <= steady["from_s"] <= 19.0  # at most half the 30 s window after the warm-up
     assert 0 < startup["first_data_batch_from_run_start_s"] and startup["first_batch_from_run_start_s"] > 0
     # both are recorded: the steady part's and the whole window's (the cut can move p99 either way)
     assert set(result["latency_ms"]) == set(result["latency_measured_ms"])
@@ -54,7 +54,9 @@ def test_a_rate_above_what_the_query_sustains_fails_sustained_with_the_lag_slope
     lag = criteria["lag_growth"]
     assert lag["status"] == "fail" and sustained["detail"].startswith("lag_growth: lag grew")
     offered = result["sustain"]["offered_eps"]
-    assert lag["value"] - 2 * lag["slope_se_eps"] > 0.05 * offered and 2000 < lag["value"] < 4000
+    # at least offered - cap (3,000/s; less only by the fit's noise), at most what arrives (a batch slower than
+    # its 1 s trigger on a loaded machine reads less than the cap, so the slope lies anywhere between)
+    assert lag["value"] - 2 * lag["slope_se_eps"] > 0.05 * offered and 2000 < lag["value"] < 1.1 * offered
     assert criteria["processed_rate"]["status"] == "fail" and criteria["processed_rate"]["value"] < 0.6 * offered
     # nothing else is wrong: the query was slow, not lossy
     assert result["counts"]["lost"] == result["counts"]["duplicates"] == 0

@@ -41,3 +41,31 @@ def test_the_result_says_what_the_run_ran_on(steady_run):
     assert re.fullmatch(r"\d+\.\d+\.\d+ \(embedded\)", env["kafka broker"])
     page = (out / "report.html").read_text()
     assert "<td>java</td>" in page and "<td>kafka broker</td>" in page
+
+
+def test_the_result_says_what_share_of_the_cpu_the_harness_took(steady_run):
+    """result.json's footprint: the harness's CPU and the system under test's over the traffic, both sampled; the
+    producer's share checked against the producer's own CPU clock (its stats rows' process_time, an independent
+    reading of the same process), and the report says it in words."""
+    out, _, _ = steady_run
+    result = json.loads((out / "result.json").read_text())
+    foot = result["footprint"]
+    assert foot["harness_cpu_s"] > 0 and foot["sut_cpu_s"] > 0 and foot["window_s"] > 0
+    assert abs(foot["ratio"] - foot["harness_cpu_s"] / foot["sut_cpu_s"]) < 1e-3
+    assert foot["ok"] == (foot["ratio"] < foot["goal"]) and {"producer", "broker", "driver-jvm"} <= set(foot["by_role"])
+    rows = {}
+    for path in (out / "producers").glob("stats-*.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            rows.setdefault(row["t"], 0.0)
+            rows[row["t"]] += row["cpu_s"]  # each process's CPU so far, written just after second t ended
+
+    def cpu_at(t: float) -> float:  # linear between the rows' ends (t + 1)
+        lo = max(s for s in rows if s + 1 <= t)
+        hi = min(s for s in rows if s + 1 >= t)
+        return rows[lo] if hi == lo else rows[lo] + (rows[hi] - rows[lo]) * (t - lo - 1) / (hi - lo)
+
+    own = cpu_at(foot["covered_to_t"]) - cpu_at(foot["covered_from_t"])
+    assert abs(foot["by_role"]["producer"] - own) <= 0.25 * own + 0.1, (foot["by_role"]["producer"], own)
+    assert "of the CPU of what it measured" in (out / "report.md").read_text()
+    assert "of the CPU of what it measured" in (out / "report.html").read_text()

@@ -54,7 +54,7 @@ def assert_no_orphans(token, timeout=30):
 
 
 def test_steady_passes_end_to_end(steady_run):
-    """With a 4 s warm-up before the 20 s measured window: its events are checked like the others and kept out of
+    """With a 4 s warm-up before the 30 s measured window: its events are checked like the others and kept out of
     the latency and throughput figures."""
     out, proc, token = steady_run
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
@@ -62,7 +62,7 @@ def test_steady_passes_end_to_end(steady_run):
     assert RESULT_KEYS <= set(result)
     assert result["verdict"] == "pass" and result["backend"] == "kafka"
     c = result["counts"]
-    assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] == 72000
+    assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] == 102000
     # the warm-up's events are those the schedule put in its first 4 s at 3,000/s (12,000, the one on the
     # boundary either side), counted from the ack logs
     acks = load_acks(out / "producers")
@@ -78,7 +78,7 @@ def test_steady_passes_end_to_end(steady_run):
                  "producers/acks-0.arrows", "services/kafka/node-1/server.log", "checkpoint/offsets/0"):
         assert (out / name).exists(), name
     progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
-    assert sum(p["numInputRows"] for p in progress) == 72000
+    assert sum(p["numInputRows"] for p in progress) == 102000
     # where Spark read each partition (its event log), against the offsets Spark reported per batch: one scan
     # task per partition that had new records in the batch
     ranges = 0
@@ -150,9 +150,9 @@ def test_the_run_report_draws_every_figure_from_the_run(steady_run, browser):
     assert figures["fig-skew"]["data_points"] == 8  # one bar a partition
     series = json.loads((out / "series.json").read_text())
     acks = load_acks(out / "producers")
-    assert sum(series["produced"]["sent"]) == len(acks) == 72000
+    assert sum(series["produced"]["sent"]) == len(acks) == 102000
     result = json.loads((out / "result.json").read_text())
-    assert sum(series["delivered"]["visible"]) == result["counts"]["sink_rows"] == 72000
+    assert sum(series["delivered"]["visible"]) == result["counts"]["sink_rows"] == 102000
     assert series["lag"]["partitions"] == [str(p) for p in range(8)]
     # rebuilt by `harness report` from the run directory alone, the same page
     before = (out / "report.html").read_text()

@@ -20,6 +20,13 @@ def test_scenario_passes_at_full_length(name, harness_env, tmp_path):
         sweep = json.loads((out / "sweep.json").read_text())
         assert sweep["verdict"] == "pass" and len(sweep["runs"]) == sweep["planned"] > 1
         results = [json.loads((out / r["run_dir"] / "result.json").read_text()) for r in sweep["runs"]]
+        # one broker for the sweep when its runs cannot tell (harness.commands.shared_broker), each result naming
+        # it and its turn on it; else sweep.json says why each run started its own
+        if sweep["broker"]["shared"]:
+            assert len({r["backend_info"]["shared"]["cluster_id"] for r in results}) == 1
+            assert [r["backend_info"]["shared"]["run_on_it"] for r in results] == list(range(1, len(results) + 1))
+        else:
+            assert sweep["broker"]["why_not"] and not any("shared" in r["backend_info"] for r in results)
     else:
         results = [json.loads((out / "result.json").read_text())]
     for result in results:

@@ -322,8 +322,9 @@ def fake_pipeline(monkeypatch, true_capacity: float, interrupt_at: float | None 
     """Stand in for harness.runner.run_one: an ordinary scenario per trial (checked), a result that keeps up below
     `true_capacity` and overruns the trigger above it."""
     asked = []
+    monkeypatch.setenv("HARNESS_SHARED_BROKER", "0")  # no broker started for the fake trials
 
-    def fake_run(name, overrides, out, console):
+    def fake_run(name, overrides, out, console, backend=None):
         scenario, _, _ = load_scenario(name, overrides)
         rate = scenario.producers.rate.eps
         asked.append((overrides, out.name, rate, scenario.producers.duration_s, scenario.producers.warmup_s))
@@ -407,10 +408,10 @@ def test_capacity_json_is_rewritten_after_every_trial(tmp_path, monkeypatch):
     import harness.runner as runner
     real_fake = runner.run_one
 
-    def spy(name, overrides, out, console):
+    def spy(name, overrides, out, console, backend=None):
         cap_json = out.parent / "capacity.json"
         seen.append(len(json.loads(cap_json.read_text())["trials"]) if cap_json.exists() else 0)
-        return real_fake(name, overrides, out, console)
+        return real_fake(name, overrides, out, console, backend)
 
     monkeypatch.setattr("harness.runner.run_one", spy)
     path = write(tmp_path, MINIMAL + TRIGGER_1S)

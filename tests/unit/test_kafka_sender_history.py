@@ -101,13 +101,41 @@ def test_held_reports_keep_the_time_their_poll_saw_them(tmp_path, monkeypatch):
     s.send_many(values, [b"k"] * 5, None)
     after = time.time()
     deadline = time.time() + 20
-    while len(s._reports) < 5 and time.time() < deadline:  # served (timed out) but held, not recorded
+    while len(s._held) < 5 and time.time() < deadline:  # served (timed out) but held, not recorded
         s.service()
         time.sleep(0.01)
-    assert len(s._reports) == 5 and s.stats.failed == 0
+    assert len(s._held) == 5 and s.stats.failed == 0
     time.sleep(0.4)
     s.close()  # records what is held
     s.acks.close()
     acks = load_acks(tmp_path)
     assert sorted(acks["seq"]) == list(range(5)) and (acks["error"] == "_MSG_TIMED_OUT").all()
     assert (acks["produce_ms"] >= before * 1000 - 2).all() and (acks["produce_ms"] <= after * 1000 + 20).all()
+
+
+def test_reports_served_by_the_poll_thread_are_each_recorded_once_at_their_time(tmp_path):
+    """A producer process's sender: a native thread waits in poll(timeout) for the reports while the hub is idle,
+    the hub polls itself when it calls service(); each event is recorded once, and ack_ms - latency is still the
+    produce call."""
+    import gevent
+
+    acks = AckWriter(tmp_path / "acks-5.arrows", 5, flush_s=3600)
+    s = KafkaSender("t", dict(NOWHERE, **{"message.timeout.ms": 300, "enable.idempotence": False}), acks,
+                    SecondStats(tmp_path / "stats-5.jsonl"), poll_thread=True)
+    assert s._poller is not None
+    values, _ = batch(0, 5)
+    before = time.time()
+    s.send_many(values, [b"k"] * 5, None)
+    after = time.time()
+    deadline = time.time() + 20
+    while s.stats.failed < 5 and time.time() < deadline:
+        s.service()
+        gevent.sleep(0.06)
+    assert s.stats.failed == 5
+    s.close()
+    assert s._poller is None  # the thread stopped
+    s.acks.close()
+    acks = load_acks(tmp_path)
+    assert sorted(acks["seq"]) == list(range(5)) and (acks["error"] == "_MSG_TIMED_OUT").all()
+    assert (acks["produce_ms"] >= before * 1000 - 2).all() and (acks["produce_ms"] <= after * 1000 + 20).all()
+    assert (acks["ack_ms"] >= before * 1000 + 300).all()  # reported at the timeout, not before

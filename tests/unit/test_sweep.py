@@ -53,8 +53,9 @@ def _fake_runs(monkeypatch, verdicts):
     """Stand in for the pipeline (the runs themselves are tested end to end elsewhere): record what each run
     was asked, answer with the next verdict."""
     asked = []
+    monkeypatch.setenv("HARNESS_SHARED_BROKER", "0")  # no broker started for the fake runs
 
-    def fake_run(name, overrides, out, console):
+    def fake_run(name, overrides, out, console, backend=None):
         asked.append((name, overrides, out))
         load_scenario(name, overrides)  # every combination is a valid scenario
         verdict = verdicts[len(asked) - 1]
@@ -120,8 +121,8 @@ def test_one_run_of_a_sweep_scenario_runs_it_once_as_written(tmp_path, monkeypat
     overrides applied and no sweep left, and records the overrides as given."""
     path = write(tmp_path, MINIMAL + '[sweep]\n"stream.partitions" = [1, 2]\n')
     handed = []
-    monkeypatch.setattr("harness.runner.run_scenario", lambda scenario, p, overrides, out, console: handed.append(
-        (scenario, overrides)) or RunOutcome(out, {}, 0))
+    monkeypatch.setattr("harness.runner.run_scenario", lambda scenario, p, overrides, out, console, backend=None:
+                        handed.append((scenario, overrides)) or RunOutcome(out, {}, 0))
     runner.run_one(path, ["stream.partitions=3"], tmp_path / "out", Console(quiet=True))
     (scenario, overrides), = handed
     assert scenario.sweep == {} and scenario.stream.partitions == 3 and overrides == ["stream.partitions=3"]
@@ -134,8 +135,9 @@ def _checked(verdict, failed=(), p99=20.0, rps=100.0):
 
 def _answers(monkeypatch, results):
     asked = []
+    monkeypatch.setenv("HARNESS_SHARED_BROKER", "0")  # no broker started for the fake runs
 
-    def fake_run(name, overrides, out, console):
+    def fake_run(name, overrides, out, console, backend=None):
         asked.append(overrides)
         out.mkdir(parents=True, exist_ok=True)
         result = results[len(asked) - 1]

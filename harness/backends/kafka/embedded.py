@@ -33,6 +33,7 @@ from harness.backends.base import BackendError
 import harness.backends.kafka.tls as tls_certs
 from harness.backends.kafka.admin import KafkaBackendBase, client_config
 import harness.backends.kafka.security as sec
+from harness.jvm import cds
 from harness.jvm.artifacts import resolve
 from harness.supervisor import Child, Supervisor
 
@@ -113,6 +114,7 @@ class EmbeddedKafka(KafkaBackendBase):
         self.tls = tls
         self.server_tls: tls_certs.ServerTLS | None = None
         self.client_protocol = ("SASL_SSL" if tls else "SASL_PLAINTEXT") if sasl else "PLAINTEXT"
+        self._cds_dumps: dict[int, Path] = {}  # node id -> the class archive its JVM writes at exit (harness.jvm.cds)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self, run_dir: Path, supervisor: Supervisor) -> None:
@@ -284,26 +286,40 @@ class EmbeddedKafka(KafkaBackendBase):
             raise BackendError(f"listener {name}: {len(ports)} ports for {self.n} nodes")
         self.listeners[name] = list(ports)
 
-    def _java(self, node: Node, main: str, *args: str) -> list[str]:
+    def _java(self, node: Node, main: str, *args: str, cds_options: tuple[str, ...] = ()) -> list[str]:
         return ["java", f"-Xms{min(256, self.heap_mb)}m", f"-Xmx{self.heap_mb}m", "-XX:+UseG1GC",
-                "-XX:ActiveProcessorCount=2", "-Djava.awt.headless=true",
+                "-XX:ActiveProcessorCount=2", "-Djava.awt.headless=true", *cds_options,
                 f"-Dlog4j2.configurationFile={node.home / 'log4j2.yaml'}",
                 f"-Dkafka.logs.dir={node.home}",
                 "-Dorg.apache.kafka.automatic.config.providers=org.apache.kafka.common.config.provider."
                 "EnvVarConfigProvider", "-cp", self.classpath, main, *args]
 
     def _format(self, node: Node) -> None:
+        # the storage tool is a JVM of its own each run: its classes archived too (harness.jvm.cds)
+        cds_options, dump = cds.options("kafka-storage-tool", [self.classpath])
         # `--cluster-id=` keeps an id that starts with "-" (urlsafe base64 may) from reading as an option
         argv = self._java(node, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
-                          "-c", str(node.config), "--ignore-formatted")
+                          "-c", str(node.config), "--ignore-formatted", cds_options=tuple(cds_options))
         argv[1:3] = ["-Xms64m", "-Xmx256m"]
         proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=self._broker_env())
         if proc.returncode != 0:
+            cds.promote(dump, [self.classpath])  # deletes it: a failed run's classes are no archive to keep
             raise BackendError(f"formatting Kafka storage failed: {proc.stderr[-2000:] or proc.stdout[-2000:]}")
+        cds.promote(dump, [self.classpath])
 
     def start_node(self, node: Node) -> None:
+        """The node's JVM, with the broker's class archive (harness.jvm.cds); while there is none, one node
+        writes it when it stops (stop_node keeps it)."""
         assert self.supervisor is not None
-        node.child = self.supervisor.spawn(f"kafka-{node.node_id}", self._java(node, "kafka.Kafka", str(node.config)),
+        cds_options, dump = cds.options("kafka-broker", [self.classpath])
+        if dump is not None:
+            if self._cds_dumps:  # another node already writes it
+                cds_options = []
+            else:
+                self._cds_dumps[node.node_id] = dump
+        node.child = self.supervisor.spawn(f"kafka-{node.node_id}",
+                                           self._java(node, "kafka.Kafka", str(node.config),
+                                                      cds_options=tuple(cds_options)),
                                            log_path=node.home / "stdout.log", env=self._broker_env())
 
     def stop_node(self, node: Node, hard: bool = False) -> None:
@@ -313,6 +329,9 @@ class EmbeddedKafka(KafkaBackendBase):
             node.child.stop_signal = signal.SIGKILL
         self.supervisor.stop(node.child, timeout=30)
         node.child = None
+        dump = self._cds_dumps.pop(node.node_id, None)
+        if dump is not None:  # written at its exit unless it was killed (then deleted here)
+            cds.promote(dump, [self.classpath])
 
     def stop(self) -> None:
         self.close_clients()

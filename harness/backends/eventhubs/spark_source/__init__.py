@@ -8,8 +8,9 @@
           .load())
 
 Options, schema and offsets follow azure-eventhubs-spark (see options.py, rows.py, offsets.py); the driver/executor
-split is in source.py, the executor's cached receivers in receivers.py, per-task metrics in metrics.py and the
-connector's preferred-location strategies in locality.py. Importing this package (or `.options`, `.locality`,
+split is in source.py, the executor's cached receivers in receivers.py (shared by an executor's Python workers
+through handoff.py), the management calls over a kept connection in management.py, per-task metrics in metrics.py
+and the connector's preferred-location strategies in locality.py. Importing this package (or `.options`, `.locality`,
 `.offsets`) does not import pyspark: the scenario config checks options without Spark.
 """
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Executor side: receivers cached in the Python worker across batches, and the read of one task's range.
 
 As the connector's CachedEventHubsReceiver, one receiver per (namespace, hub, consumer group, partition) lives in
-the process (PySpark reuses its workers with spark.python.worker.reuse=true) and is reused when the next range
-starts where it stands; it is recreated when it stands elsewhere (mismatch), when its link was stolen by a
+the process (PySpark reuses its workers with spark.python.worker.reuse=true); in a Spark task, the worker that
+opened it owns the partition and reads it for its sibling workers' tasks too (handoff.py), so the executor holds
+one receiver per partition whichever worker PySpark hands a task. It is reused when the next range starts where
+it stands; it is recreated when it stands elsewhere (mismatch), when its link was stolen by a
 higher-epoch receiver (exclusive receivers, epoch 0 as the connector: a new one takes the partition from an old
 one elsewhere), or when it failed.
 
@@ -26,6 +28,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from .handoff import claim as claim_partition, connect as connect_owner, enabled as handoff_enabled
+from .handoff import OwnerGone, fetch as fetch_from_owner, owns as owns_partition, reading as reading_partition
+from .handoff import release_all as release_partitions
 from .clients import ClientConnectionPool, is_not_found, partition_properties, quiet_sdk_loggers
 from .metrics import append_record, process_info, task_info
 from .offsets import EventHubsDataLossError, PartitionBounds, Range, data_loss_message
@@ -232,6 +237,7 @@ def close_all(timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     for r in receivers:
         r.join(max(deadline - time.monotonic(), 0.0))
+    release_partitions()
     ClientConnectionPool.close_all()
 
 
@@ -250,6 +256,7 @@ class TaskStats:
     expired_ranges: list = field(default_factory=list)
     lost_ranges: list = field(default_factory=list)
     rows: int = 0
+    served_by: int | None = None  # the pid of the sibling worker that read the range for this task (handoff.py)
 
 
 def _same_settings(a: EventHubsOptions, b: EventHubsOptions) -> bool:
@@ -336,7 +343,7 @@ def read_range(options: EventHubsOptions, rng: Range) -> Iterator:
     started = time.time()
     error: BaseException | None = None
     try:
-        yield from _read(options, rng, stats)
+        yield from _read_owned(options, rng, stats)
     except GeneratorExit:
         raise
     except BaseException as exc:
@@ -352,7 +359,7 @@ def read_range(options: EventHubsOptions, rng: Range) -> Iterator:
                 "mismatch": stats.mismatch, "stolen": stats.stolen, "failed": stats.failed,
                 "timeouts": stats.timeouts, "expired_skipped": stats.expired_skipped,
                 "expired_ranges": stats.expired_ranges, "lost_ranges": stats.lost_ranges,
-                "receivers": cached_receivers(), "started_ms": int(started * 1000),
+                "receivers": cached_receivers(), "served_by": stats.served_by, "started_ms": int(started * 1000),
                 "ended_ms": int(time.time() * 1000), "error": None if error is None else f"{type(error).__name__}: "
                 f"{error}"[:2000],
             }
@@ -362,6 +369,29 @@ def read_range(options: EventHubsOptions, rng: Range) -> Iterator:
                 append_record(options.metrics_path, record)
             except OSError as exc:
                 LOG.warning("could not write the task metrics record to %s: %r", options.metrics_path, exc)
+
+
+def _read_owned(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
+    """In a Spark task, the partition's owner among this executor's Python workers reads the range (handoff.py);
+    with no owner, or an owner that went away before it sent anything, this worker reads it and becomes the
+    owner. An owner gone mid-range fails the task (part of the range was delivered; Spark retries the task)."""
+    if options.receiver_cache and handoff_enabled():
+        key = receiver_key(options, rng.partition)
+        if not owns_partition(key):
+            owner = connect_owner(key)
+            if owner is not None:
+                try:
+                    yield from fetch_from_owner(owner, options, rng, stats)
+                    return
+                except OwnerGone as gone:
+                    if gone.delivered:
+                        raise
+                    LOG.warning("%s; reading it here", gone)
+            claim_partition(key, _read)
+        with reading_partition(key):
+            yield from _read(options, rng, stats)
+        return
+    yield from _read(options, rng, stats)
 
 
 def _read(options: EventHubsOptions, rng: Range, stats: TaskStats) -> Iterator:
