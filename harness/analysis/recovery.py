@@ -7,7 +7,10 @@ Per fault (times in seconds from its injection; `t0`-relative times for the char
 - **lag back within the pre-fault band**: the band is the highest lag sampled in the PRE_S seconds before the
   injection and after the steady state began (the start-up's backlog is no band to come back to), at least one
   batch's worth (offered rate x the batch cadence: a sample right after a commit reads
-  almost nothing). Recovered at the first lag sample at or after both the heal (when the fault heals on its
+  almost nothing). A fault injected while an earlier one had not yet recovered takes that earlier fault's band
+  (`band_from`): the lag just before it is the earlier fault's backlog, and coming back to that is no recovery
+  (a second driver kill during the first one's catch-up would otherwise be "back" before its restarted query
+  read anything). Recovered at the first lag sample at or after both the heal (when the fault heals on its
   schedule; the injection for a fault that acts at once and is only healed at the drain) and the first batch
   committed after the injection from which the lag stays within the band for
   a batch cadence (peaks against peaks: the trough of a sawtooth that still rises is not a recovery). A run whose traffic ended first says so (`after_traffic`): the backlog then
@@ -37,10 +40,11 @@ def fault_recovery(fault: dict, lag: list[tuple[float, float]], progress: list[d
                    traffic_end: float, run_end: float, offered_eps: float | None, cadence_s: float,
                    steady_from: float = float("-inf"),
                    duplicate_commits_s: dict[float, int] | None = None, lost_acked_s: dict[float, int] | None = None,
-                   expected_lost: int | None = None) -> dict[str, Any]:
+                   expected_lost: int | None = None, inherited: dict | None = None) -> dict[str, Any]:
     """One fault's recovery (module docstring). `lag`: (t, lag) samples, epoch s; `duplicate_commits_s`: duplicate
     sink rows per commit time (epoch s); `lost_acked_s`: undeclared lost events per ack second (epoch s);
-    `expected_lost`: declared losses counted in the fault's own ranges."""
+    `expected_lost`: declared losses counted in the fault's own ranges; `inherited`: the recovery of an earlier
+    fault still unrecovered at this one's injection, whose band this one must come back to."""
     # from when the fault took effect: inject returned (a driver kill waits for a batch in flight, seconds after
     # its inject began)
     inj = float(fault["injected_at"])
@@ -60,7 +64,12 @@ def fault_recovery(fault: dict, lag: list[tuple[float, float]], progress: list[d
 
     pre = [v for t, v in lag if max(inj - PRE_S, steady_from) <= t < inj]
     floor = (offered_eps or 0.0) * cadence_s
-    band = max(max(pre, default=0.0), floor)
+    if inherited is not None:
+        band = max(float(inherited["pre_fault_band_events"]), floor)
+        out["band_from"] = f"{inherited['kind']} #{inherited['n']}"
+    else:
+        band = max(max(pre, default=0.0), floor)
+        out["band_from"] = None
     out["pre_fault_band_events"] = round(band, 1)
     out["pre_fault_samples"] = len(pre)
     # back only once the query has committed again since the injection (a lag sample inside the band before
@@ -103,8 +112,16 @@ def recoveries(faults: list[dict], lag: list[dict], progress: list[dict], **kw) 
     in `expected_lost_by_fault`)."""
     by_fault = kw.pop("expected_lost_by_fault", {}) or {}
     samples = [(float(s["t"]), float(s["lag"])) for s in lag]
-    out = [fault_recovery(f, samples, progress, expected_lost=by_fault.get(i, 0), **kw)
-           for i, f in enumerate(faults) if f.get("injected_at") is not None]
+    injected = sorted((float(f["injected_at"]), i, f) for i, f in enumerate(faults) if f.get("injected_at") is not None)
+    out: list[dict] = []
+    for at, i, f in injected:
+        # the earliest fault still unrecovered at this injection (its band is the undisturbed one)
+        open_ = next((r for r in out if r["recovered_at"] is None or r["recovered_at"] > at), None)
+        r = fault_recovery(f, samples, progress, expected_lost=by_fault.get(i, 0), inherited=open_, **kw)
+        r["recovered_at"] = None if r["recovered_s"] is None else r["recovered_s"] + kw["t0"]
+        out.append(r)
+    for r in out:
+        del r["recovered_at"]
     for r in out:  # a later fault that came before this one's recovery shares the figures (said, not split)
         r["overlapped_by"] = [f"{o['kind']} #{o['n']}" for o in out if o is not r
                               and r["injected_s"] < o["injected_s"] < (r["recovered_s"] or float("inf"))]

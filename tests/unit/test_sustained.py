@@ -263,3 +263,34 @@ def test_the_mean_lag_is_averaged_over_time_whatever_the_samples_phase():
     (grid_a, naive_a), (grid_b, naive_b) = means
     assert abs(naive_a - naive_b) > 2000  # the samples' mean moves with their phase
     assert grid_a == pytest.approx(5400, rel=0.05) and grid_b == pytest.approx(5400, rel=0.05)
+
+
+def test_a_fault_during_an_earlier_ones_catch_up_must_come_back_to_the_band_from_before_both():
+    """Two driver kills 8 s apart at 1,000 events/s, a 1 s cadence: before the first the lag peaks at 1,000; the
+    first restarted query commits an empty batch and then catches up slowly, the second kill comes while it is
+    still 8,000 behind. Coming back to 8,000 is no recovery: the second must reach 1,000 again, after its own
+    restarted query's first data batch (a lag within the first's backlog at its empty first batch is not one)."""
+    from datetime import datetime, timezone
+
+    from harness.analysis.recovery import recoveries
+
+    def batch(start, secs, rows):
+        iso = datetime.fromtimestamp(T0 + start, timezone.utc).isoformat().replace("+00:00", "Z")
+        return {"timestamp": iso, "numInputRows": rows, "batchId": int(start),
+                "durationMs": {"triggerExecution": int(secs * 1000)}}
+
+    progress = [batch(s, 0.5, 1000) for s in range(0, 10)] + [batch(14.0, 0.3, 0)] + [batch(19.0, 0.3, 0)] + \
+        [batch(s, 0.8, 3000) for s in range(22, 40)]
+    lag = [{"t": T0 + s, "lag": v} for s, v in
+           [(s, 1000.0) for s in range(0, 10)] + [(s, 1000.0 * (s - 9)) for s in range(10, 23)]
+           + [(s, max(900.0, 13000.0 - 2000.0 * (s - 22))) for s in range(23, 41)]]
+    faults = [{"fault": 0, "n": 0, "kind": "driver_kill", "injected_at": T0 + 10.0},
+              {"fault": 0, "n": 1, "kind": "driver_kill", "injected_at": T0 + 18.0}]
+    first, second = recoveries(faults, lag, progress, t0=T0, traffic_end=T0 + 40, run_end=T0 + 41,
+                               offered_eps=1000.0, cadence_s=1.0)
+    assert first["band_from"] is None and first["pre_fault_band_events"] == 1000.0
+    assert second["band_from"] == "driver_kill #0" and second["pre_fault_band_events"] == 1000.0
+    # back at 1,000 (within 13,000 - 2,000 x (s - 22) <= 1,000 -> s = 28) for both, not at the empty batch
+    assert first["recovered_s"] == second["recovered_s"] == 28.0
+    assert second["time_to_recover_s"] == 10.0 >= second["first_data_batch_after_s"]
+    assert first["overlapped_by"] == ["driver_kill #1"]
