@@ -202,10 +202,25 @@ def start_backend(ctx: RunContext) -> None:
         ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})
     ctx.state.backend = ctx.backend.describe()
     ctx.timeline.add("backend_ready", **ctx.state.backend)
+    _prepare_producers(ctx)
     if s.spark.standalone:
         with ctx.console.step(f"waiting for {s.spark.workers} Spark workers"):
             spark_cluster(ctx).wait_ready()
         ctx.timeline.add("spark_cluster_ready", **ctx.state.spark_cluster)
+
+
+def _prepare_producers(ctx: RunContext) -> None:
+    """The producer processes started as soon as the stream exists, beside the query's start: they get ready
+    (imports, client connected, metadata) and wait for run_traffic's go, so the traffic starts a moment after
+    the query's starting offsets are fixed rather than after the processes' own start-up (ProducerFleet.prepare)."""
+    import os
+
+    if os.environ.get(PRODUCERS_AT_GO_ENV):  # the bench's reference: started at the go, as before
+        return
+    ctx.fleet = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(ctx.scenario, ctx.backend))
+    ctx.fleet.prepare()
+    if ctx.fleet.children:
+        ctx.timeline.add("producers_launched")
 
 
 def start_query(ctx: RunContext) -> None:
@@ -231,6 +246,7 @@ def start_query(ctx: RunContext) -> None:
 
 
 SEQUENTIAL_START_ENV = "HARNESS_SEQUENTIAL_START"  # internal: `harness bench startup`'s reference
+PRODUCERS_AT_GO_ENV = "HARNESS_PRODUCERS_AT_GO"  # internal: its reference for the producers started early
 
 
 def _start_side_by_side(ctx: RunContext) -> bool:
@@ -274,10 +290,12 @@ def run_traffic(ctx: RunContext) -> None:
     ctx.lag_sampler = sampler = LagSampler(ctx.run_dir / "lag.jsonl",
                                                      lambda: ctx.backend.end_offsets(s.stream.name))
     sampler.start()
-    fleet = ctx.fleet = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(s, ctx.backend))
-    warm_start = time.time() + 1.5
+    fleet = ctx.fleet or ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(s, ctx.backend))
+    ctx.fleet = fleet
+    warm_start = fleet.go()  # the prepared processes ready: the start is a moment away
+    if (ready_at := fleet.ready_at()) is not None:
+        ctx.timeline.add("producers_ready", t=ready_at)
     ctx.traffic_start = warm_start + s.producers.warmup_s  # the measured window: faults are timed from here
-    fleet.start(warm_start)
     if s.producers.warmup_s:
         ctx.timeline.add("warmup_start", at=warm_start)
     ctx.timeline.add("traffic_start", at=ctx.traffic_start)

@@ -5,6 +5,13 @@ workers on other machines (producers/locustfile.py): the fleet starts only the l
 the workers the job and the start time and waits for `processes` of them. Their files land in one subdirectory per
 machine (`<out_dir>/<host>-<id>/`, gathered there by hand when the machines do not share this file system), so
 everything that reads the fleet's files looks in subdirectories too.
+
+A run's local processes start early (`prepare`, once the service is up, while the Spark query starts): each does
+its whole start-up (imports, locust, its client created and connected, the topic's metadata fetched), says so
+(`ready-<i>.json`) and waits; `go` then writes job.json with the traffic's start time, the one file every process
+waits for. Why: started at the go, the processes' own start-up (~1.5 s on two cores) stood between the query's
+starting offsets and the first event. job.json appears only at the go, so a run that failed before it has no
+producer record (the checker reads none).
 """
 from __future__ import annotations
 
@@ -14,11 +21,16 @@ import sys
 import time
 from pathlib import Path
 
-from harness.supervisor import Child, Supervisor, wait_until
+from harness import atomic
+from harness.supervisor import Child, Supervisor, log_lines, wait_until
 from producers.records import histogram_summary, merge_histograms, merge_partition_counts
 
 WORKER_SUMMARY_WAIT_S = 20.0  # workers collect their last acks after the master stops them
 MASTER_MARGIN_S = 3.0  # the master's run time beyond the traffic: the workers' last batch is sent by then
+START_LEAD_S = 1.5  # `start`: processes started now are sending by then (their own start-up)
+GO_LEAD_S = 0.25  # `go`: ready processes see job.json (polled every 20 ms) and spawn their users by then
+READY_TIMEOUT_S = 60.0  # `go`: how long a prepared process may still take to be ready
+PREPARED_JOB = "prepared-job.json"  # the job without its start time, for processes started before the go
 
 
 class ProducerFleet:
@@ -40,6 +52,7 @@ class ProducerFleet:
         return cls(out_dir, None, json.loads(job.read_text()))
 
     def start(self, start_at: float) -> None:
+        """Start the processes now with the traffic starting at `start_at` (they must be up by then)."""
         self.job["start_at"] = start_at
         job_path = self.out_dir / "job.json"
         job_path.write_text(json.dumps(self.job, indent=2))
@@ -47,6 +60,53 @@ class ProducerFleet:
         if self.job.get("locust_master"):
             self._start_master(job_path, start_at)
             return
+        self._spawn(job_path)
+
+    def prepare(self) -> None:
+        """Start the local processes without a start time: they get ready and wait for `go`. A distributed fleet
+        (a locust master) starts at the go, as before: its workers take the job and the start from the master."""
+        if self.job.get("locust_master"):
+            return
+        prepared = self.out_dir / PREPARED_JOB
+        atomic.write_json(prepared, dict(self.job, go_file=str(self.out_dir / "job.json")))
+        self._spawn(prepared)
+
+    def go(self, lead_s: float = GO_LEAD_S, ready_timeout_s: float = READY_TIMEOUT_S) -> float:
+        """The traffic's start time, `lead_s` from now, once every prepared process is ready (a fleet not
+        prepared starts now, START_LEAD_S ahead): job.json with it, written atomically, is what the processes
+        wait for. A process that exited while getting ready fails this, named with its log."""
+        if not self.children:
+            start_at = time.time() + START_LEAD_S
+            self.start(start_at)
+            return start_at
+
+        def gone() -> Exception | None:
+            dead = [c for c in self.children if not c.alive()]
+            return RuntimeError("the producers did not start: " + "; ".join(
+                f"{c.name} exited with {c.proc.returncode} before the traffic's start"
+                + "".join(f": {line.strip()}" for line in log_lines(c.log_path)[-1:]) + f" (see {c.log_path})"
+                for c in dead)) if dead else None
+
+        wait_until(lambda: len(self.ready()) == len(self.children) and all(c.alive() for c in self.children),
+                   ready_timeout_s, 0.02, gone=gone,
+                   timeout_message=lambda: f"the producers were not ready {ready_timeout_s:.0f} s after the "
+                                           f"traffic was due (ready: {sorted(self.ready())}; see their logs in "
+                                           f"{self.out_dir})")
+        start_at = time.time() + lead_s
+        self.job["start_at"] = start_at
+        atomic.write_json(self.out_dir / "job.json", self.job)
+        return start_at
+
+    def ready(self) -> set[int]:
+        """The prepared processes that said they are ready (`ready-<index>.json`, written atomically)."""
+        return {int(p.stem.split("-", 1)[1]) for p in self.out_dir.glob("ready-*.json")}
+
+    def ready_at(self) -> float | None:
+        """When the last prepared process was ready (epoch s); None when none was prepared."""
+        times = [float(json.loads(p.read_text())["at"]) for p in self.out_dir.glob("ready-*.json")]
+        return max(times) if times else None
+
+    def _spawn(self, job_path: Path) -> None:
         for i in range(int(self.job["processes"])):
             self.children.append(self.supervisor.spawn(
                 f"producer-{i}", [sys.executable, "-m", "producers.process", str(job_path), str(i)],

@@ -14,12 +14,18 @@ A process sends in sequence order: taking a batch's sequence numbers and handing
 step under a lock. Without it, a user that yields on a full client queue lets another user send later sequence
 numbers first, and the checker's per-partition order rule would blame the pipeline for the producer's doing. A
 batch, once its numbers are taken, is also sent whole even when locust stops the user in the middle of it.
+
+A run starts its processes before the traffic's start is known (a job with `go_file`, ProducerFleet.prepare): each
+does all its start-up, connects its client, says it is ready and waits for the go file, whose start time is then
+every process's; the schedule (the pacer's intended times) counts from it. Started at the go instead, a process's
+own start-up (~1.5 s) delayed the first event by as much.
 """
 from __future__ import annotations
 
 import gc
 import importlib
 import json
+import os
 import signal
 import sys
 import time
@@ -34,6 +40,7 @@ from gevent.lock import Semaphore  # noqa: E402
 from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
+from harness import atomic  # noqa: E402
 from producers.keys import make_key_chooser  # noqa: E402
 from producers.pacer import TokenPacer  # noqa: E402
 from producers.payloads import PayloadSource  # noqa: E402
@@ -46,6 +53,8 @@ from pydantic import TypeAdapter  # noqa: E402
 
 
 BATCH_WAIT_S = 0.05  # the scenario's producers.batch_wait_ms, for a job that does not say
+GO_POLL_S = 0.02  # a prepared process looks for the runner's go this often
+CONNECT_TIMEOUT_S = 5.0  # a prepared process's client connecting and fetching the stream's metadata, at most
 
 
 def make_sender(job: dict, acks: AckWriter, stats: SecondStats) -> Sender:
@@ -68,16 +77,17 @@ class Shared:
         out.mkdir(parents=True, exist_ok=True)
         self.job = job
         self.index = index
-        self.start = float(job["start_at"])
-        warmup = float(job.get("warmup_s") or 0.0)
-        self.planned_end = self.end = self.start + warmup + float(job["duration_s"])
         self.poller = None
+        self.stopping = False  # SIGTERM came (before the start: the process ends without sending)
         self.batch_size = int(job["batch_size"])
         # how long the first event due may wait for the rest of its batch (pacer.wake_at); librdkafka lingers
         # on its own (linger.ms) before sending anyway
         self.batch_wait_s = float(job.get("batch_wait_s", BATCH_WAIT_S))
-        rate = warmed_up(make_rate(TypeAdapter(RateSpec).validate_python(job["rate"])), warmup)
-        self.pacer = TokenPacer(rate, self.start, share=1.0 / job["processes"], max_backlog_s=job["max_backlog_s"])
+        warmup = float(job.get("warmup_s") or 0.0)
+        self.rate = warmed_up(make_rate(TypeAdapter(RateSpec).validate_python(job["rate"])), warmup)
+        self.pacer: TokenPacer | None = None  # made at the start (`begin`): its intended times count from it
+        if job.get("start_at") is not None:
+            self.begin(float(job["start_at"]))
         seed = int(job["seed"]) * 1009 + index
         self.keys = make_key_chooser(TypeAdapter(KeysSpec).validate_python(job["keys"]), job["partitions"], seed,
                                      backend=job.get("placement") or job["backend"])
@@ -89,6 +99,19 @@ class Shared:
         self.sent_bytes = 0
         self.done = False
         self.lock = Semaphore()  # one batch at a time: events reach the client in sequence order
+
+    def begin(self, start_at: float) -> None:
+        """The traffic's start (the same instant for every process): the schedule and its end count from it."""
+        job = self.job
+        self.start = start_at
+        self.planned_end = self.end = start_at + float(job.get("warmup_s") or 0.0) + float(job["duration_s"])
+        self.pacer = TokenPacer(self.rate, start_at, share=1.0 / job["processes"], max_backlog_s=job["max_backlog_s"])
+
+    def stop_now(self) -> None:
+        """SIGTERM (the runner stopping early): the traffic ends now; acks are still collected, logs written."""
+        self.stopping = True
+        if self.pacer is not None:
+            self.end = min(self.end, time.time())
 
     def send_due(self) -> int:
         """Send the events due now (at most one batch); returns how many, 0 when nothing is due."""
@@ -200,19 +223,63 @@ def finish(shared: Shared, env: Environment) -> dict:
     return summary
 
 
+def connect(shared: Shared, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """The client connected and the stream's metadata fetched before the traffic, when the sender can
+    (`connect(timeout_s)`, optional in the contract): otherwise the first batch waits for both. A failure here is
+    left to the first send, which reports it as usual."""
+    warm = getattr(shared.sender, "connect", None)
+    if warm is None:
+        return
+    try:
+        warm(timeout_s)
+    except Exception as exc:  # noqa: BLE001 - the first send meets it again and records it per event
+        print(f"producer {shared.index}: connecting before the start failed: {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
+
+
+def wait_for_go(shared: Shared, go_file: Path, poll_s: float = GO_POLL_S) -> float | None:
+    """Ready (`ready-<index>.json` beside the go file, saying when) and waiting for the runner's go: `go_file`
+    (job.json, written atomically) with the traffic's start time, polled every `poll_s` (a cheap read; the hub
+    sleeps between). None when stopped (SIGTERM) first."""
+    atomic.write_json(go_file.parent / f"ready-{shared.index}.json", {"pid": os.getpid(), "at": time.time()})
+    while not shared.stopping:
+        try:
+            return float(json.loads(go_file.read_text())["start_at"])
+        except FileNotFoundError:
+            gevent.sleep(poll_s)
+    return None
+
+
+def close_unstarted(shared: Shared) -> None:
+    """Stopped before the go: nothing was sent; the client and the files closed, no summary (no traffic ran)."""
+    if shared.poller is not None:
+        shared.poller.kill()
+    shared.sender.close()
+    shared.stats.close()
+    shared.acks.close()
+
+
 def run(job_path: Path, index: int) -> int:
     global SHARED
     job = json.loads(job_path.read_text())
     shared = SHARED = Shared(job, index)
     # SIGTERM (the runner stopping early) ends the traffic now but still collects acks and writes the logs.
-    gevent.signal_handler(signal.SIGTERM, lambda: setattr(shared, "end", min(shared.end, time.time())))
+    gevent.signal_handler(signal.SIGTERM, shared.stop_now)
     env = Environment(user_classes=[PacedProducer], events=events)
     runner = env.create_local_runner()
     shared.poller = gevent.spawn(_service_loop, shared)
+    if job.get("go_file"):  # started before the traffic's start time was known (ProducerFleet.prepare)
+        connect(shared, float(job.get("connect_timeout_s", CONNECT_TIMEOUT_S)))
     # Everything made so far (modules, locust, pydantic) lives as long as the process: out of the collector's
     # sight, so no full collection walks it in the middle of the traffic.
     gc.collect()
     gc.freeze()
+    if job.get("go_file"):
+        start_at = wait_for_go(shared, Path(job["go_file"]))
+        if start_at is None:
+            close_unstarted(shared)
+            return 0
+        shared.begin(start_at)
     gevent.sleep(max(0.0, shared.start - time.time() - 0.2))  # users up just before the first event is due
     runner.start(int(job["users"]), spawn_rate=100)  # all users within a fraction of a second
     while time.time() < shared.end:

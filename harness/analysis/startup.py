@@ -25,6 +25,12 @@ BROKER_STEPS = (
     ("backend_started", "backend_started", "broker up"),
     ("backend_ready", "backend_ready", "stream created"),
 )
+# once the stream exists the producer processes start beside the query and wait, ready, for the runner's go
+PRODUCER_STEPS = (
+    ("producers_launched", "producers_launched", "producer processes started"),
+    ("producers_ready", "producers_ready", "producers ready (client connected, waiting for the go)"),
+)
+BESIDE = {key for key, _, _ in BROKER_STEPS + PRODUCER_STEPS}  # the report's "beside it": not the driver's path
 STEADY_SKIP = 5  # batches with data left out of the "steady batch" median: the JIT is still warming there
 
 
@@ -55,6 +61,8 @@ def startup_steps(timeline: list[dict], progress: list[dict]) -> dict[str, Any]:
     for key, event, label in BROKER_STEPS:
         prev = add(key, label, float(marks[event]["t"]) if event in marks else None, prev)
     broker_ready = prev
+    for key, event, label in PRODUCER_STEPS:
+        prev = add(key, label, float(marks[event]["t"]) if event in marks else None, prev)
     prev = None
     for key, event, label in DRIVER_STEPS:
         prev = add(key, label, float(marks[event]["t"]) if event in marks else None, prev)
@@ -105,7 +113,7 @@ def describe(startup: dict[str, Any]) -> list[str]:
         return []
     by_key = {s["key"]: s for s in steps}
     driver = [s for s in steps if s["key"].startswith("driver_")]
-    broker = [s for s in steps if s["key"] in ("backend_started", "backend_ready")]
+    broker = [s for s in steps if s["key"] in BESIDE]
     lines = ["Start-up step by step (seconds after `harness run` started, from the run's timeline; each step's own "
              "time in brackets): driver: " + ", ".join(f"{s['label']} {s['at_s']:.1f} (+{s['took_s']:.1f})"
                                                          for s in driver)
@@ -121,8 +129,10 @@ def describe(startup: dict[str, Any]) -> list[str]:
         lines.append(
             f"Why the first batch with data came {gap['first_batch_to_first_data_s']:.1f} s after the first batch: "
             + (f"the producers started {abs(lead):.1f} s {'before' if lead < 0 else 'after'} it (once the query's "
-               "starting offsets were fixed: it reads from the latest offsets, so nothing may be sent before; plus "
-               "1.5 s for the producer processes to start), " if lead is not None else "")
+               "starting offsets were fixed: it reads from the latest offsets, so nothing may be sent before"
+               + ("; their processes started beside the query and waited, ready, for that moment" if
+                  "producers_ready" in by_key else "; plus the producer processes' own start-up")
+               + "), " if lead is not None else "")
             + (f"the batch began {wait:.1f} s after the first events (its trigger, or the batch before it "
                "still running), " if wait is not None else "")
             + f"and the batch itself took {gap['first_data_batch_s']:.1f} s ({gap['first_data_batch_rows']:,} rows; "

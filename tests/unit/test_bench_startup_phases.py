@@ -26,6 +26,14 @@ def test_phases_are_seconds_since_the_launch_first_mark_wins():
                                  "first_batch_recorded": 9.0, "first_data_batch": 10.75})
 
 
+def test_the_traffic_start_is_when_it_starts_not_when_it_was_written():
+    timeline = _timeline(run_started=1.0, producers_ready=5.0, query_started=9.0)
+    timeline.append({"t": LAUNCH + 9.02, "event": "traffic_start", "at": LAUNCH + 9.27})
+    got = phases(LAUNCH, timeline, [])
+    assert got == pytest.approx({"harness_up": 1.0, "producers_ready": 5.0, "first_batch_recorded": 9.0,
+                                 "traffic_start": 9.27})
+
+
 def test_no_data_batch_yet():
     assert first_data_batch_end([{"timestamp": "1970-01-01T00:00:01Z", "numInputRows": 0}]) is None
     assert "first_data_batch" not in phases(LAUNCH, _timeline(run_started=1.0), [])
@@ -45,3 +53,17 @@ def test_summary_medians_and_rows():
     assert by_name["saving to the first data batch"]["value"] == 6.0
     assert by_name["query started (writeStream.start), s after launch"]["goal"] is None
     assert not any(r["name"].startswith("broker up") for r in rows)  # never reached: no row
+
+
+def test_the_producer_lead_is_from_the_offsets_fixed_against_producers_started_at_the_go():
+    runs = [{"mode": "side_by_side", "phases": {"first_batch_recorded": 9.0, "traffic_start": 9.3,
+                                                "first_data_batch": 11.8}},
+            {"mode": "sequential", "phases": {"first_batch_recorded": 12.0, "first_data_batch": 15.0}},
+            {"mode": "producers_at_go", "phases": {"first_batch_recorded": 10.0, "traffic_start": 11.5,
+                                                   "first_data_batch": 14.4}}]
+    by_name = {r["name"]: r for r in summarise(runs)[0]}
+    traffic = by_name["traffic starts, s after the starting offsets were fixed (producers started early)"]
+    first = by_name["first data batch processed, s after the starting offsets were fixed (producers started early)"]
+    assert (traffic["value"], traffic["reference"], traffic["ok"]) == pytest.approx((0.3, 1.5, True))
+    assert (first["value"], first["reference"], first["ok"]) == pytest.approx((2.8, 4.4, True))
+    assert first["reference_name"] == "producers started at the go"

@@ -68,3 +68,18 @@ def test_a_catch_up_query_has_no_gap_to_explain_and_a_run_without_marks_nothing(
     assert "first_batch" not in {s["key"] for s in got["steps"]}
     assert got["first_data_gap"]["first_batch_to_first_data_s"] is None
     assert startup_steps([], PROGRESS) == {} and describe({}) == []
+
+
+def test_producers_started_beside_the_query_are_timed_on_their_own_path():
+    timeline = TIMELINE[:4] + [{"t": T0 + 4.6, "event": "producers_launched"},
+                               {"t": T0 + 6.4, "event": "producers_ready"}] + TIMELINE[4:]
+    got = startup_steps(timeline, PROGRESS)
+    steps = {s["key"]: (s["at_s"], s["took_s"]) for s in got["steps"]}
+    # launched 0.1 s after the stream was made (4.5), ready 1.8 s after launch; the driver's path is unchanged
+    assert steps["producers_launched"] == (4.6, 0.1) and steps["producers_ready"] == (6.4, 1.8)
+    assert steps["driver_session_ready"] == (6.5, 3.5) and steps["offsets_fixed"] == (10.0, 2.5)
+    lines = describe(got)
+    assert "beside it, broker up 4.0 (+4.0), stream created 4.5 (+0.5), producer processes started 4.6 (+0.1), " \
+           "producers ready (client connected, waiting for the go) 6.4 (+1.8)." in lines[0]
+    assert "their processes started beside the query and waited, ready, for that moment" in lines[2]
+    assert "own start-up" in describe(startup_steps(TIMELINE, PROGRESS))[2]  # an older run: started at the go

@@ -112,6 +112,11 @@ class KafkaSender:
     def from_job(cls, job: dict, acks: AckWriter, stats: SecondStats) -> "KafkaSender":
         return cls(job["stream"], job["settings"], acks, stats, poll_thread=True)
 
+    def connect(self, timeout_s: float) -> None:
+        """Before the traffic (producers.process.connect): the broker connected and the topic's metadata in the
+        client's cache, so the first batch does not wait for them. On the hub's thread pool: the hub goes on."""
+        gevent.get_hub().threadpool.apply(self.producer.list_topics, (self.topic,), {"timeout": timeout_s})
+
     def _poll_once(self, timeout: float) -> None:
         """Serve reports (the caller holds _poll_lock, or there is no poll thread) and hand them on with the time
         the poll returned."""
