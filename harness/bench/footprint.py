@@ -5,7 +5,7 @@ latency. Three figures, each beside its reference in the same invocation:
 
 - the harness's producer process sending `steady`'s traffic (its rate, batch, wait, keys, record size, client
   settings) against a bare confluent-kafka loop sending the same traffic to the same broker
-  (harness/bench/paced_producer.py: one wake-up per batch, nothing else), in mirrored rounds (bare, harness,
+  (harness/bench/raw_producer.py paced: one wake-up per batch, nothing else), in mirrored rounds (bare, harness,
   harness, bare) so a change in the machine's load weighs on both; CPU per event of the whole process, all threads;
 - the same producer's CPU per event at that rate against its CPU per event flat out (where every wake-up carries a
   full batch): what the moderate rate still costs per event;
@@ -65,9 +65,9 @@ def bare_round(bench: Bench, traffic: dict, seconds: float) -> float:
     bench.kafka.create_stream(topic, 8, {})
     batch = max(1, min(traffic["batch"], int(traffic["eps"] * traffic["batch_wait_s"]) or 1))
     settings = dict(bench.kafka.producer_settings(), **traffic["client"])
-    child = bench.sup.spawn("bare-producer", [sys.executable, "-m", "harness.bench.paced_producer",
-                                              json.dumps(settings), topic, str(traffic["eps"]), str(seconds),
-                                              str(traffic["size"]), str(batch)],
+    child = bench.sup.spawn("bare-producer", [sys.executable, "-m", "harness.bench.raw_producer",
+                                              json.dumps(settings), topic, str(seconds), str(traffic["size"]),
+                                              str(traffic["eps"]), str(batch)],
                             log_path=bench.work / "bare.err", stdout_pipe=True)
     stdout, _ = child.proc.communicate(timeout=seconds + 120)
     result = json.loads(stdout.decode().strip().splitlines()[-1])

@@ -123,7 +123,8 @@ class Bench:
         topic = f"bench-raw-{uuid.uuid4().hex[:8]}"
         self.kafka.create_stream(topic, 8, {})
         child = self.sup.spawn("raw-producer", [sys.executable, "-m", "harness.bench.raw_producer",
-                                                self.kafka.bootstrap, topic, str(seconds), str(SIZE)],
+                                                json.dumps({"bootstrap.servers": self.kafka.bootstrap}), topic,
+                                                str(seconds), str(SIZE)],
                                log_path=self.work / "raw.err", stdout_pipe=True)
         stdout, _ = child.proc.communicate(timeout=seconds + 120)
         result = json.loads(stdout.decode().strip().splitlines()[-1])

@@ -40,7 +40,9 @@ def test_two_locust_workers_one_skewed_gathered_then_checked(tmp_path):
         [sys.executable, "-m", "harness", "run", "steady", "--out", str(run_dir), "--quiet",
          "--set", "producers.processes=2", "--set", f'producers.locust_master="127.0.0.1:{port}"',
          "--set", "producers.duration_s=10", "--set", "producers.rate.eps=1000",
-         "--set", "checks.latency_p99_ms=120000"],
+         "--set", "checks.latency_p99_ms=120000",
+         # 10 s is too short to judge keeping up (unknown, never a pass); the point here is the gathered clocks
+         "--set", 'checks.sustained_not_required="10 s of traffic: this run is about gathered producers and skew"'],
         cwd=ROOT, env=dict(os.environ, CI="true"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     workers = []
     for i, out in enumerate(machines):
