@@ -15,7 +15,7 @@ from rich.table import Table
 
 from harness.check import status_of
 from harness.secrets import scrub
-from harness.wording import PROCESSING_RATE
+from harness.wording import PROCESSING_RATE, footprint_line
 
 
 # lines held for a run directory not named yet: a command that never names one (bench, a server) keeps a bounded tail
@@ -143,8 +143,7 @@ class Console:
                       f"started; cold part p99 {(start.get('cold_latency_ms') or {}).get('p99', 0):,.0f} ms")
         foot = result.get("footprint") or {}
         if foot:  # the measurement's quality: what the harness took from the system under test's cores
-            line = "footprint: " + str(foot.get("detail") or foot.get("error") or "unknown")  # its words, as computed
-            (self.info if foot.get("ok") else self.warn)(line)
+            (self.info if foot.get("ok") else self.warn)(footprint_line(foot))
         for r in result.get("recovery") or []:
             self.info(f"recovery {r['kind']}#{r['n']}: " + (f"back in {r['time_to_recover_s']:.1f} s" if r["recovered"]
                                                             else "lag not back in its band")

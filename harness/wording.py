@@ -13,3 +13,9 @@ PROCESSING_RATE_NOTE = ("Spark's processing rate while busy: rows per second of 
                         "triggerExecution), not of wall-clock time. Spark idles between triggers, so a query that "
                         "keeps up reads above the produce rate; the ratio of the two is its headroom, not extra "
                         "output.")
+
+
+def footprint_line(foot: dict) -> str:
+    """A run's footprint (harness.analysis.resources.footprint) in one line of words: the console's summary,
+    report.md and report.html say it the same way."""
+    return "footprint: " + str(foot.get("detail") or foot.get("error") or "unknown")

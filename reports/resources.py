@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import html
 
-from harness.analysis.resources import MB, footprint_line
+from harness.analysis.resources import MB
+from harness.wording import footprint_line
 
 
 # -- report.md -----------------------------------------------------------------------------------------------------

@@ -185,11 +185,6 @@ def footprint(samples: list[dict], start: float | None = None, end: float | None
     return out | {"detail": detail}
 
 
-def footprint_line(foot: dict) -> str:
-    """The footprint in one line of words (the console's summary, report.md, report.html)."""
-    return "footprint: " + str(foot.get("detail") or foot.get("error") or "unknown")
-
-
 def run_footprint(run_dir: Path, start: float | None, end: float | None) -> dict:
     """`footprint` of a run directory over its traffic, [`start`, `end`] (the producers' start and scheduled end),
     ended earlier by the timeline's traffic_end when the traffic stopped early."""
