@@ -12,6 +12,7 @@ healed, what was recorded is kept, and result.json is written atomically.
 """
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -213,8 +214,6 @@ def _prepare_producers(ctx: RunContext) -> None:
     """The producer processes started as soon as the stream exists, beside the query's start: they get ready
     (imports, client connected, metadata) and wait for run_traffic's go, so the traffic starts a moment after
     the query's starting offsets are fixed rather than after the processes' own start-up (ProducerFleet.prepare)."""
-    import os
-
     if os.environ.get(PRODUCERS_AT_GO_ENV):  # the bench's reference: started at the go, as before
         return
     ctx.fleet = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(ctx.scenario, ctx.backend))
@@ -250,8 +249,6 @@ PRODUCERS_AT_GO_ENV = "HARNESS_PRODUCERS_AT_GO"  # internal: its reference for t
 
 
 def _start_side_by_side(ctx: RunContext) -> bool:
-    import os
-
     return not os.environ.get(SEQUENTIAL_START_ENV) and ctx.scenario.spark.trigger.kind not in CATCH_UP_TRIGGERS
 
 
