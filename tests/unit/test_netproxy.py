@@ -392,6 +392,7 @@ def test_the_proxy_is_put_in_front_once_whoever_asks(tmp_path, monkeypatch, prox
 
     monkeypatch.setattr(netproxy, "start_proxy", fake_start)
     monkeypatch.setenv(runner.SEQUENTIAL_START_ENV, "1")  # the backend phase alone: no query driver beside it
+    monkeypatch.setenv(runner.PRODUCERS_AT_GO_ENV, "1")  # ... and no producers started beside it either
     fault = '[[faults]]\nkind = "network"\nmode = "latency"\nlatency_ms = 5\nat_s = 1\n'
     path = tmp_path / "s.toml"
     path.write_text(f'name = "p"\n[backend]\nnodes = 2\nproxy = {str(proxy).lower()}\n'
