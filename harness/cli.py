@@ -350,7 +350,7 @@ def parser() -> argparse.ArgumentParser:
     _replace_option(r)
     r.set_defaults(func=_cmd_run)
 
-    from harness.commands import capacity as cap
+    from harness.commands import capacity_defaults as cap
 
     cp = sub.add_parser("capacity", help="the highest constant rate the query sustains (ramp, then bisect), "
                         "and what bounded it")

@@ -54,6 +54,8 @@ from typing import Any, Callable, Literal
 
 from harness import atomic, outdir, runner, secrets
 from harness.check import Check, counts_against
+from harness.commands.capacity_defaults import (DEFAULT_LATENCY_P99_MS, DEFAULT_MAX_TRIALS, DEFAULT_START_EPS,
+                                                DEFAULT_TRIAL_S, DEFAULT_WARMUP_S, LATENCY_INTERVALS)
 from harness.commands.shared_broker import reason_not_shared, shared_broker
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
@@ -65,12 +67,6 @@ from reports.capacity_html import capacity_html
 GROWTH = 2.0
 RESOLUTION = 0.10
 MIN_STEP_EPS = 100
-DEFAULT_START_EPS = 1000
-DEFAULT_TRIAL_S = 30.0
-DEFAULT_WARMUP_S = 30.0
-DEFAULT_MAX_TRIALS = 12
-DEFAULT_LATENCY_P99_MS = 5000.0
-LATENCY_INTERVALS = 3.0
 PRODUCER_TOLERANCE = 0.02
 MAX_PACER_SKIPPED = 0
 TRIAL_DECLARES = ('checks.sustained_not_required="a capacity trial: keeping up is judged as the trial\'s own '

@@ -16,7 +16,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.paths import cache_dir
+from harness.paths import cache_dir, pyspark_home
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = HERE / "settings.xml"
@@ -125,9 +125,7 @@ def _artifact(jar: Path) -> str:
 
 def _not_in_pyspark(jars: list[Path]) -> list[Path]:
     """Spark already ships Scala, Hadoop, slf4j...: add only what it lacks, or two versions would fight."""
-    import pyspark
-
-    shipped = {_artifact(j) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    shipped = {_artifact(j) for j in (pyspark_home() / "jars").glob("*.jar")}
     return [j for j in jars if _artifact(j) not in shipped]
 
 

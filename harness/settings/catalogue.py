@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import subprocess
@@ -28,7 +27,7 @@ from typing import Any, Mapping
 
 from harness import atomic
 from harness.jvm.artifacts import KAFKA_BROKER, SPARK_KAFKA, SetupError, classpath_dir, resolve
-from harness.paths import cache_dir
+from harness.paths import cache_dir, pyspark_home
 from harness.settings.values import KafkaType, SparkType
 
 PROGRAM = Path(__file__).resolve().parent / "SettingNames.java"
@@ -91,16 +90,11 @@ def _jars(name: str) -> list[Path]:
         raise CatalogueError(f"the {name} jars are needed to know its setting names: {exc}") from None
 
 
-def _pyspark_home() -> Path:
-    """The installed pyspark package, found without importing it (an import costs a quarter second)."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise CatalogueError("pyspark is not installed: it is needed to know Spark's setting names")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def _pyspark_jars() -> list[Path]:
-    return sorted((_pyspark_home() / "jars").glob("*.jar"))
+    try:
+        return sorted((pyspark_home() / "jars").glob("*.jar"))
+    except RuntimeError as exc:
+        raise CatalogueError(f"{exc}: it is needed to know Spark's setting names") from None
 
 
 FORMAT = b"names and types 2"  # how this module reads the dump: a change here rebuilds the cache as well

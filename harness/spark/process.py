@@ -6,7 +6,6 @@ failure, reported with the error the query recorded.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -22,6 +21,7 @@ from harness.backends.base import SparkSource
 from harness.jsonl import read_jsonl
 from harness.jvm import cds
 from harness.jvm.artifacts import resolve
+from harness.paths import pyspark_home
 from harness.supervisor import Child, Supervisor
 
 SOURCE_KEYS = ("format", "options", "normalise", "data_sources")  # SparkSource.as_job()'s keys
@@ -61,15 +61,6 @@ EVENT_LOG_CONF = {
     "spark.eventLog.logStageExecutorMetrics": "false",
     "spark.eventLog.buffer.kb": "1m",
 }
-
-
-def pyspark_home() -> Path:
-    """The pip-installed PySpark's directory (its SPARK_HOME), found without importing it (seconds of CPU in the
-    runner, which never needs it)."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyspark is not installed")
-    return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
 def driver_classpath(conf: dict[str, str]) -> list[str]:
