@@ -46,3 +46,10 @@ def pyspark_home() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("pyspark is not installed")
     return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def switched_off(name: str, environ=None) -> bool:
+    """An on-by-default switch in the environment (HARNESS_CDS, HARNESS_SHARED_BROKER) turned off: 0, false, no
+    or off, in any case."""
+    value = (os.environ if environ is None else environ).get(name, "1")
+    return value.strip().lower() in ("0", "false", "no", "off")

@@ -17,7 +17,6 @@ When each run still starts its own broker (`reason_not_shared` says why, and the
 """
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from harness.backends.base import Backend
 from harness.backends.kafka.shared import SharedKafka
 from harness.config import Scenario
 from harness.console import Console
+from harness.paths import switched_off
 from harness.supervisor import Supervisor
 
 SHARED_ENV = "HARNESS_SHARED_BROKER"  # "0": every run starts its own broker
@@ -35,8 +35,7 @@ SHARED_ENV = "HARNESS_SHARED_BROKER"  # "0": every run starts its own broker
 
 def reason_not_shared(scenarios: list[Scenario], environ=None) -> str | None:
     """None when every one of `scenarios` (the runs to make) can use one broker; else why not, in words."""
-    environ = os.environ if environ is None else environ
-    if environ.get(SHARED_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    if switched_off(SHARED_ENV, environ):
         return f"{SHARED_ENV}=0 in the environment"
     if not scenarios:
         return "no runs"

@@ -21,7 +21,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from harness.paths import cache_dir
+from harness.paths import cache_dir, switched_off
 
 CDS_ENV = "HARNESS_CDS"  # "0": no archive used or made
 DYNAMIC_MAGIC = 0xF00BABA8  # the first u4 of a Java 17 dynamic archive's header (CDS_DYNAMIC_ARCHIVE_MAGIC)
@@ -29,7 +29,7 @@ TMP_SUFFIX = ".dumping"  # <archive>.<pid>.<uuid>.dumping: a JVM writing it at i
 
 
 def enabled() -> bool:
-    return os.environ.get(CDS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return not switched_off(CDS_ENV)
 
 
 def java_identity(java: str = "java") -> str:
