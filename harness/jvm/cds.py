@@ -26,6 +26,8 @@ from harness.paths import cache_dir, switched_off
 CDS_ENV = "HARNESS_CDS"  # "0": no archive used or made
 DYNAMIC_MAGIC = 0xF00BABA8  # the first u4 of a Java 17 dynamic archive's header (CDS_DYNAMIC_ARCHIVE_MAGIC)
 TMP_SUFFIX = ".dumping"  # <archive>.<pid>.<uuid>.dumping: a JVM writing it at its exit
+KEEP_PER_ROLE = 3  # archives kept per role, the most recently used: each is 20-200 MB, and every clone (its own
+# venv, so its own PySpark jars' paths) or JDK makes new ones
 
 
 def enabled() -> bool:
@@ -114,6 +116,7 @@ def options(role: str, classpath: list[str], owner_pid: int | None = None) -> tu
     archive.parent.mkdir(parents=True, exist_ok=True)
     if archive.exists():
         if looks_valid(archive):
+            _touch(archive)
             return [f"-XX:SharedArchiveFile={archive}"], None
         archive.unlink(missing_ok=True)
     clean_abandoned(archive)
@@ -146,7 +149,33 @@ def promote(tmp: Path | None, classpath: list[str]) -> bool:
     try:
         if looks_valid(tmp) and verify(tmp, classpath):
             os.replace(tmp, final)
+            prune(final)
             return True
     finally:
         tmp.unlink(missing_ok=True)
     return False
+
+
+def _touch(archive: Path) -> None:
+    """Its modification time is when it was last used: what `prune` keeps the newest of."""
+    try:
+        os.utime(archive)
+    except OSError:
+        pass
+
+
+def role_of(archive: Path) -> str:
+    """`spark-driver-56af76cf78008552.jsa` -> `spark-driver` (archive_path's name, the key cut off)."""
+    return archive.name[:-len(".jsa")].rsplit("-", 1)[0]
+
+
+def prune(kept: Path, keep: int = KEEP_PER_ROLE) -> list[Path]:
+    """Delete the archives of `kept`'s role beyond the `keep` most recently used (`kept` always stays); returns
+    them. A JVM running on a deleted archive keeps its mapping: deleting never disturbs a run."""
+    role = role_of(kept)
+    same = [p for p in kept.parent.glob("*.jsa") if role_of(p) == role and p != kept]
+    same.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0.0, reverse=True)
+    gone = same[max(0, keep - 1):]
+    for path in gone:
+        path.unlink(missing_ok=True)
+    return gone

@@ -123,3 +123,25 @@ def test_a_real_jvm_makes_an_archive_then_maps_it_and_runs_despite_a_torn_one(ca
     torn = subprocess.run(["java", *opts, "-cp", cp, *run], capture_output=True, text=True, timeout=120)
     assert torn.returncode == 0, torn.stderr
     assert len(torn.stdout.strip()) == 22  # a Kafka uuid, printed by a JVM that ran without the archive
+
+
+def test_only_the_most_recently_used_archives_of_a_role_are_kept(cache):
+    """Every clone and JDK makes archives of 20-200 MB: past KEEP_PER_ROLE per role the least recently used go,
+    the other roles' stay, and using an archive makes it recent."""
+    (cache / "cds").mkdir()
+    made = []
+    for i in range(5):  # driver archives last used 100, 200, ... 500 s ago
+        path = cache / "cds" / f"spark-driver-{i:016x}.jsa"
+        _torn_archive(path)
+        os.utime(path, (1_000_000 - 100 * (i + 1),) * 2)
+        made.append(path)
+    broker = cache / "cds" / f"kafka-broker-{7:016x}.jsa"
+    _torn_archive(broker)
+    os.utime(broker, (1, 1))  # the oldest of all, but the only one of its role
+    cds._touch(made[4])  # the oldest driver archive is used now
+    kept = cache / "cds" / f"spark-driver-{9:016x}.jsa"
+    _torn_archive(kept)
+    gone = cds.prune(kept, keep=3)
+    assert sorted(gone) == sorted(made[1:4])
+    assert {p.name for p in (cache / "cds").glob("*.jsa")} == {kept.name, made[0].name, made[4].name, broker.name}
+    assert cds.role_of(broker) == "kafka-broker" and cds.role_of(kept) == "spark-driver"
