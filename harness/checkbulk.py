@@ -298,19 +298,33 @@ class RangeResult:
     latency: LatencyCounts | None = None  # the delivered events' latency (histsummary.summarize's counts)
     rows: Columns | None = None  # the delivered rows of the groups asked for (dirty order groups)
     duplicate_commits: tuple[np.ndarray, np.ndarray] | None = None  # (commit ms, rows) of rows not a first delivery
+    expected_duplicates: int = 0  # of those, rows whose input position is in a declared duplicate range
+
+
+def in_ranges(partition: np.ndarray, offset: np.ndarray, ranges: np.ndarray | None) -> np.ndarray:
+    """Which (partition, offset) pairs fall in any of `ranges` ((k, 3) rows of partition, start, end: [start, end))."""
+    hit = np.zeros(len(partition), dtype=bool)
+    for p, lo, hi in (ranges if ranges is not None else ()):
+        hit |= (partition == p) & (offset >= lo) & (offset < hi)
+    return hit
 
 
 def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, latency: tuple | None,
-                groups: np.ndarray | None = None) -> RangeResult:
+                groups: np.ndarray | None = None, dup_ranges: np.ndarray | None = None) -> RangeResult:
     """One key range: acks meet their first deliveries (binary search in the sink's keys; the acks keep their run
-    order, in which a producer's rows stay the way it wrote them, which order_stats' quick path counts on)."""
+    order, in which a producer's rows stay the way it wrote them, which order_stats' quick path counts on). A row
+    that is not its event's first delivery is a duplicate; one whose input position (the sink row's partition and
+    offset) is in `dup_ranges` is an expected one (an at-least-once sink's re-run batch, harness.effects)."""
     a, s = acks.read(lo, hi), sink.read(lo, hi)
     first = first_deliveries(s)
+    expected_dups = 0
     if len(first) < len(s["key"]) and groups is None:
         again = np.ones(len(s["key"]), dtype=bool)
         again[first] = False
         dup_at, dup_n = np.unique(s["commit_ms"][again], return_counts=True)
         dup = (dup_at, dup_n)
+        if dup_ranges is not None and len(dup_ranges):
+            expected_dups = int(in_ranges(s["partition"][again], s["offset"][again], dup_ranges).sum())
     else:
         dup = None
     fk = s["key"][first]
@@ -324,6 +338,7 @@ def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, late
     out = RangeResult(_empty(ACK_SCHEMA) if hit.all() else _take(a, ~hit),
                       _empty(SINK_SCHEMA) if matched.all() else _take(s, first[~matched]))
     out.duplicate_commits = dup
+    out.expected_duplicates = expected_dups
     if not hit.any():
         return out
     if not hit.all():
@@ -352,15 +367,15 @@ def match_range(acks: Runs, sink: Runs, lo: int, hi: int, gens: np.ndarray, late
 
 
 def matched_ranges(acks: Runs, sink: Runs, generations: tuple[float, ...], range_rows: int,
-                   latency: tuple | None, groups: np.ndarray | None = None, workers: int = 2
-                   ) -> Iterator[RangeResult]:
+                   latency: tuple | None, groups: np.ndarray | None = None, workers: int = 2,
+                   dup_ranges: np.ndarray | None = None) -> Iterator[RangeResult]:
     """match_range over every key range of the staged rows, `workers` ranges at a time (numpy and Arrow release
     the GIL), results in key order; at most workers + 1 ranges in memory."""
     gens = np.asarray(generations, dtype=np.float64)
     ranges = key_ranges([acks, sink], range_rows, workers)
 
     def job(i: int) -> RangeResult:
-        return match_range(acks, sink, *ranges[i], gens, latency, groups)
+        return match_range(acks, sink, *ranges[i], gens, latency, groups, dup_ranges)
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         queue = deque(pool.submit(job, i) for i in range(min(len(ranges), workers)))

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from harness.checkstore import CheckStore
-from harness.effects import LossRange
+from harness.effects import DupRange, LossRange
 from harness.histsummary import LatencySummary
 from harness.sink import local_path, batch_log
 
@@ -47,6 +47,8 @@ class Reconciliation:
     expected_lost_by_range: dict[int, int] = field(default_factory=dict)
     lost_by_ack_second: dict[int, int] = field(default_factory=dict)
     duplicate_commits: dict[float, int] = field(default_factory=dict)
+    # duplicates whose input position a fault declared may be written twice (an at-least-once sink's re-run batch)
+    expected_duplicates: int = 0
     latency: LatencySummary = field(default_factory=LatencySummary, repr=False)
 
     def counts(self) -> dict[str, int]:
@@ -65,6 +67,7 @@ class Expectations:
     failure_windows_ms: list[tuple[float, float]] = field(default_factory=list)  # sends may fail (ack time)
     read_up_to: dict[int, int] | None = None  # the query stopped (as declared): its committed end per partition
     generations_ms: list[float] = field(default_factory=list)  # a topic recreated at these times (offsets restart)
+    duplicates: list[DupRange] = field(default_factory=list)  # input ranges whose events may be written twice
 
 
 class IncrementalChecker:
@@ -102,7 +105,7 @@ class IncrementalChecker:
         False leaves the latency summary out (a soak's live checks judge their own window)."""
         expected = expected or Expectations()
         store = self.store
-        store.advance(expected.generations_ms, (measured_from_ms, t0))
+        store.advance(expected.generations_ms, (measured_from_ms, t0), expected.duplicates)
         return Reconciliation(**_judge(store, expected, settled_before_ms),
                               latency=store.latency_summary(measured_from_ms, t0) if latency else LatencySummary())
 
@@ -174,7 +177,7 @@ def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float |
         expected_lost_by_partition={int(r[0]): int(r[1]) for r in rows if r[1]},
         expected_lost_by_range={int(i): int(n) for i, n in by_range},
         lost_by_ack_second={int(t): int(n) for t, n in by_second},
-        duplicate_commits=dict(store.duplicate_commits),
+        duplicate_commits=dict(store.duplicate_commits), expected_duplicates=store.expected_duplicates,
         pending=0 if settled_before_ms is None else store.count("pending_acks", "ack_ms >= ?::DOUBLE", sparams))
 
 

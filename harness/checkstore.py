@@ -105,6 +105,9 @@ class CheckStore:
         # duplicate sink rows per commit time (ms), as the bulk pass finds them (a fault's recovery attributes
         # them: harness.analysis.recovery); later incremental reconciles (a soak's live checks) do not add to it
         self.duplicate_commits: dict[float, int] = {}
+        # duplicate sink rows whose input position a fault declared may be written twice (harness.effects.DupRange)
+        self.expected_duplicates = 0
+        self._dup_ranges = np.zeros((0, 3), dtype=np.int64)
 
     # ---------------------------------------------------------------------------------------------- ingestion
     def add_acks(self, batches: Iterable[pa.RecordBatch]) -> int:
@@ -211,10 +214,14 @@ class CheckStore:
                 self.con.unregister("_pl")
 
     # ---------------------------------------------------------------------------------------------- matching
-    def advance(self, generations_ms: list[float], latency: tuple[float | None, float | None] | None = None) -> None:
+    def advance(self, generations_ms: list[float], latency: tuple[float | None, float | None] | None = None,
+                dup_ranges: list | None = None) -> None:
         """Bring the state up to date: first deliveries of the new sink rows, acks matched with deliveries, order
         state per (producer, partition, generation). The first time, in one bulk pass (harness.checkbulk), which
-        also counts the latency summary for `latency` (measured_from_ms, t0) on the way."""
+        also counts the latency summary for `latency` (measured_from_ms, t0) on the way. `dup_ranges`: the input
+        ranges (harness.effects.DupRange) whose duplicates are expected, counted apart as they are found."""
+        self._dup_ranges = np.array([(r.partition, r.start, r.end) for r in dup_ranges or ()],
+                                    dtype=np.int64).reshape(-1, 3)
         gens = tuple(sorted(float(g) for g in generations_ms))
         if self._no_id:
             raise ValueError(f"{self._no_id} sink rows without an event id (null producer or seq): not accountable")
@@ -276,7 +283,8 @@ class CheckStore:
                     parts.clear()
 
         for r in bulk.matched_ranges(self.acks_staged, self.sink_staged, gens, self._range_rows,
-                                     lat_args, workers=self._workers):
+                                     lat_args, workers=self._workers, dup_ranges=self._dup_ranges):
+            self.expected_duplicates += r.expected_duplicates
             for table, part in (("pending_acks", r.lone_acks), ("pending_first", r.lone_first),
                                 ("unplaced", r.unplaced)):
                 if part is not None and len(part["key"]):
@@ -357,7 +365,18 @@ class CheckStore:
         con.execute("""CREATE OR REPLACE TEMP TABLE cand AS SELECT * FROM new_rows ANTI JOIN twice USING (key)
             UNION ALL SELECT key, arg_min(partition, (commit_ms, rid)), arg_min("offset", (commit_ms, rid)),
                 min(commit_ms), arg_min(rid, (commit_ms, rid)) FROM new_rows SEMI JOIN twice USING (key) GROUP BY key""")
-        con.execute("DROP TABLE twice; DROP TABLE new_rows")
+        con.execute("DROP TABLE twice")
+        if len(self._dup_ranges):  # rows in a declared range beyond the first of their event: expected duplicates
+            con.register("_dups", pd.DataFrame(self._dup_ranges, columns=["p", "lo", "hi"]))
+            try:
+                within = 'EXISTS (SELECT 1 FROM _dups r WHERE r.p = x.partition AND x."offset" >= r.lo AND x."offset" < r.hi)'
+                rows = self.count("new_rows x", within)
+                new_keys = self.count("cand x", within + """ AND NOT EXISTS (SELECT 1 FROM delivered d WHERE d.key = x.key)
+                    AND NOT EXISTS (SELECT 1 FROM pending_first f WHERE f.key = x.key)""")
+                self.expected_duplicates += rows - new_keys
+            finally:
+                con.unregister("_dups")
+        con.execute("DROP TABLE new_rows")
         earlier = con.execute("""SELECT count(*) FROM cand c JOIN delivered d USING (key)
             WHERE c.commit_ms < d.commit_ms""").fetchall()[0][0]
         if earlier:

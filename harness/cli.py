@@ -438,7 +438,7 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks, measured side by side in one run")
     b.add_argument("what", choices=["producers", "footprint", "kafka-query", "emulator", "eh-source", "checker",
-                                    "startup", "all"], help="one benchmark, or all of them in this order")
+                                    "startup", "rtm", "all"], help="one benchmark, or all of them in this order")
     b.add_argument("--json", help="also write the figures to this file (atomically): one bench's object, or one "
                                   "object keyed by bench name for all")
     b.add_argument("--quick", action="store_true", help="shorter windows / fewer events, for a smoke run")

@@ -26,6 +26,8 @@ from harness.faults import options_union
 from harness.paths import SCENARIOS_DIR
 from harness.suggest import did_you_mean, quote
 from harness.settings import check_setting_names
+from harness.sinks import refusal as sink_refusal
+from harness.spark.realtime import refusal as realtime_refusal
 from producers.rates import make_rate
 from producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
 
@@ -41,7 +43,7 @@ class Strict(BaseModel):
 
 Scalar = Union[str, int, float, bool]
 # Tables whose keys are a connector's option names, dots and all: a dotted path ends in them.
-FLAT_TABLES = {("spark", "source_options"), ("spark", "conf"), ("stream", "config"), ("producers", "client"),
+FLAT_TABLES = {("spark", "source_options"), ("spark", "sink_options"), ("spark", "conf"), ("stream", "config"), ("producers", "client"),
                ("backend", "broker"), ("backend", "client")}
 MAX_SWEEP_RUNS = 64
 RECORDED = "recorded"  # validation context: a scenario as a run recorded it (validate_resolved)
@@ -95,7 +97,9 @@ class ProducersSpec(Strict):
 
 
 class TriggerSpec(Strict):
-    kind: Literal["processingTime", "availableNow", "once"] = "processingTime"
+    kind: Literal["processingTime", "availableNow", "once", "realTime"] = Field("processingTime", description=(
+        "realTime: Spark's real-time mode (4.1+), its interval the batch duration, i.e. how often progress is "
+        "checkpointed, at least 5 seconds (harness.spark.realtime says what it requires)"))
     interval: str = Field("0 seconds", description="Spark's interval words: '1 second', '500 milliseconds', "
                                                    "'1 minute 30 seconds'")
 
@@ -109,7 +113,14 @@ class TriggerSpec(Strict):
 
     @model_validator(mode="after")
     def _interval_needs_processing_time(self):
-        """availableNow and once have no interval: one given would be silently ignored."""
+        """availableNow and once have no interval: one given would be silently ignored. realTime needs one (PySpark
+        has no default for it); its minimum is checked with the Spark conf that sets it (harness.spark.realtime)."""
+        if self.kind == "realTime":
+            if spark_trigger_ms(self.interval) == 0:
+                raise ValueError("kind = \"realTime\" needs an interval, the batch duration (how often progress is "
+                                 "checkpointed; records flow through within it), at least 5 seconds: e.g. "
+                                 "interval = \"5 seconds\"")
+            return self
         if self.kind != "processingTime" and spark_trigger_ms(self.interval) != 0:
             raise ValueError(f"interval = {quote(self.interval)} with kind = {self.kind!r}: {self.kind} runs "
                              "until the data at start is read and takes no interval; leave interval out, or use "
@@ -131,6 +142,11 @@ def is_cluster_master(master: str) -> bool:
     return bool(CLUSTER_MASTER.match(master))
 
 
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+STATE_STORE_CONFS = ("spark.sql.streaming.stateStore.providerClass",
+                     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled")
+
+
 class SparkSpec(Strict):
     master: str = Field(DEFAULT_MASTER, description=MASTERS_ALLOWED)
     cluster: Literal["none", "standalone"] = Field("none", description=(
@@ -143,14 +159,28 @@ class SparkSpec(Strict):
     query: str = Field("passthrough", pattern=r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
                        description="passthrough | windowed_count | dedup | module:function (harness.queries)")
     query_params: dict[str, Scalar] = Field(default_factory=dict, description="handed to the query function")
-    sink: Literal["parquet"] = "parquet"
-    output_mode: Literal["append"] = "append"
+    sink: Literal["parquet", "kafka"] = Field("parquet", description=(
+        "parquet: the harness's file sink (exactly-once); kafka: Spark's Kafka sink into the output topic "
+        "<stream.name>-out the backend creates (at-least-once; Kafka backends only: harness.sinks)"))
+    output_mode: Literal["append", "update"] = Field("append", description=(
+        "update: with the Kafka sink or a query's own foreachBatch sink, for a query that aggregates"))
+    sink_options: dict[str, Scalar] = Field(default_factory=dict, description=(
+        "with sink = \"kafka\": Spark Kafka sink options, verbatim: kafka.<producer setting>, "
+        "asyncProgressTrackingEnabled, asyncProgressTrackingCheckpointIntervalMs"))
+    sink_partitions: int | None = Field(None, ge=1, le=10_000, description=(
+        "with sink = \"kafka\": the output topic's partitions (default: stream.partitions)"))
     trigger: TriggerSpec = Field(default_factory=TriggerSpec)
     source_options: dict[str, Scalar] = Field(default_factory=dict)
     conf: dict[str, Scalar] = Field(default_factory=dict, description="Spark conf, verbatim")
     conf_allow: list[str] = Field(default_factory=list, description=(
         "spark.* keys of your own that Spark does not know, let through spark.conf's check (harness.settings): "
         "\"spark.myapp.flag\", or a prefix ending in * (\"spark.myteam.*\")"))
+    state_store: Literal["hdfs", "rocksdb"] = Field("hdfs", description=(
+        "the state store provider of a stateful query: hdfs (Spark's default, in the JVM heap) or rocksdb "
+        "(RocksDBStateStoreProvider; the sessions query always runs on rocksdb)"))
+    changelog_checkpointing: bool = Field(False, description=(
+        "with state_store = \"rocksdb\": each batch checkpoints the changes (changelog files) and snapshots "
+        "only now and then (spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled)"))
     driver_memory: str = Field("1g", description=(
         "the query driver's heap (-Xmx): an integer with k, m, g or t, at least 512m, at most this machine's memory"))
     start_timeout_s: float = Field(180.0, gt=0, le=3600)
@@ -186,6 +216,35 @@ class SparkSpec(Strict):
         elif worker_keys:
             raise ValueError(f"{worker_keys[0]} is for the run's own cluster: set cluster = \"standalone\" "
                              f"(or leave {worker_keys[0]} out)")
+        return self
+
+    @model_validator(mode="after")
+    def _state_store(self):
+        if self.changelog_checkpointing and self.state_store != "rocksdb":
+            raise ValueError("changelog_checkpointing = true needs state_store = \"rocksdb\" (Spark's changelog "
+                             "checkpointing is RocksDB's)")
+        clash = sorted(k for k in STATE_STORE_CONFS if k in self.conf and (self.state_store != "hdfs"
+                                                                            or self.changelog_checkpointing))
+        if clash:
+            raise ValueError(f"{clash[0]} under [spark.conf] and state_store/changelog_checkpointing both set it: "
+                             "give one")
+        return self
+
+    def state_store_conf(self) -> dict[str, str]:
+        """The Spark confs state_store and changelog_checkpointing stand for (none for the defaults)."""
+        conf = {}
+        if self.state_store == "rocksdb":
+            conf[STATE_STORE_CONFS[0]] = ROCKSDB_PROVIDER
+        if self.changelog_checkpointing:
+            conf[STATE_STORE_CONFS[1]] = "true"
+        return conf
+
+    @model_validator(mode="after")
+    def _real_time_updates(self):
+        """Real-time mode runs update mode only (Spark refuses the others): there, the default is update. Given
+        explicitly, append is kept and refused with its reason (harness.spark.realtime)."""
+        if self.trigger.kind == "realTime" and "output_mode" not in self.model_fields_set:
+            self.output_mode = "update"
         return self
 
     @property
@@ -261,8 +320,9 @@ class Scenario(Strict):
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     faults: list[options_union()] = Field(default_factory=list, description="[[faults]]: harness.faults")  # type: ignore[valid-type]
     soak: SoakSpec | None = Field(None, description="[soak]: live checks, resources, disk budget (harness soak)")
-    sweep: dict[str, list[Scalar]] = Field(default_factory=dict, description="[sweep]: dotted key -> values; "
-                                           "`harness run` runs every combination (harness.commands.sweep)")
+    sweep: dict[str, list[Union[Scalar, dict[str, Scalar]]]] = Field(default_factory=dict, description=(
+        "[sweep]: dotted key -> values (scalars, or inline tables that set a table's keys together); `harness run` "
+        "runs every combination (harness.commands.sweep)"))
     sweep_repeat: int = Field(1, ge=1, le=MAX_SWEEP_RUNS, description=(
         "[sweep] repeat = N: each combination runs N times; harness compare takes the spread across them as the "
         "noise (harness.commands.repeat)"))
@@ -401,7 +461,7 @@ class Scenario(Strict):
         return _stringify(self.spark.source_options)
 
     def spark_conf(self) -> dict[str, str]:
-        return _stringify(self.spark.conf)
+        return {**self.spark.state_store_conf(), **_stringify(self.spark.conf)}
 
 
 # -- loading ---------------------------------------------------------------------------------------------------
@@ -567,8 +627,12 @@ def _check_query(scenario: Scenario, path: Path) -> None:
     problem = query.check_params(scenario.spark.query_params)
     if problem:
         raise ConfigError(f"{path}: spark.query_params: {problem}")
+    problem = realtime_refusal(scenario, query) or sink_refusal(scenario, query)  # real-time's reasons first
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
     for i, fault in enumerate(scenario.faults):
-        if getattr(fault, "after_sink_write", False) and query.foreach_batch is None:
+        if getattr(fault, "after_sink_write", False) and query.foreach_batch is None \
+                and scenario.spark.sink != "kafka":
             raise ConfigError(f"{path}: faults.{i}.after_sink_write: true needs a query that owns its sink "
                               f"(foreach_batch, harness.queries); {scenario.spark.query} writes to the harness's "
                               "file sink, which has no write of its own to kill after")

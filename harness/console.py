@@ -124,7 +124,10 @@ class Console:
             self.warn(f"the run could not be judged: {result['unjudged_reason']}")
         self.info(f"produced {c['produced']:,}  acked {c['acked']:,}  delivered {c['delivered_unique']:,}  "
                   f"duplicates {c['duplicates']:,}  lost {c['lost']:,}  expected lost {c['expected_lost']:,}"
-                  + (f"  unread {c['unread']:,}" if c.get("unread") else ""))
+                  + (f"  unread {c['unread']:,}" if c.get("unread") else "")
+                  + (f"  (duplicates expected {c['expected_duplicates']:,}, unexpected "
+                     f"{c['duplicates'] - c['expected_duplicates']:,})" if c.get("expected_duplicates") is not None
+                     else ""))
         if result.get("faults"):
             self.info("faults: " + ", ".join(f"{f['kind']}#{f['n']}" + (" (error)" if f["errors"] else "")
                                              for f in result["faults"]))

@@ -1,9 +1,10 @@
 """What a fault declares it makes expected, as plain data: the contract between the faults that declare it and
 the checkers that judge against it (harness.checker, harness.verdict), recorded in faults.jsonl.
 
-Exact loss ranges, the Spark error class the query must fail with, whether the query is down for a while, whether
-producer sends may fail, a recreated stream's new generation, the source counters the fault must show. Nothing
-here acts on a run: it sits below both the faults and the judge.
+Exact loss ranges, the input ranges whose events may be written twice (an at-least-once sink's re-run batches),
+the Spark error class the query must fail with, whether the query is down for a while, whether producer sends may
+fail, a recreated stream's new generation, the source counters the fault must show. Nothing here acts on a run:
+it sits below both the faults and the judge (harness.spark.reruns reads the duplicate ranges from a checkpoint).
 """
 from __future__ import annotations
 
@@ -27,8 +28,19 @@ class LossRange:
 
 
 @dataclass
+class DupRange:
+    """Events read from [start, end) of input `partition` may appear twice in the sink: a batch that read them
+    was written and then re-run (an at-least-once sink: Kafka's). Input positions, as the sink rows carry them."""
+
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass
 class Effect:
     loss: list[LossRange] = field(default_factory=list)
+    duplicates: list[DupRange] = field(default_factory=list)  # input ranges whose events may be written twice
     failure: str | None = None  # Spark error class the query must fail with, e.g. KAFKA_DATA_LOSS
     query_down: bool = False  # the query process is expected to be down (and restarted) for a while
     send_failures: bool = False  # producer sends may fail while the fault is active
@@ -37,11 +49,16 @@ class Effect:
     gap_visible: bool = False  # the source can see the whole removed range (it still exists around it)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not out["duplicates"]:  # only faults that declare some say so (recorded runs read as they were)
+            del out["duplicates"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "Effect":
-        return cls(loss=[LossRange(**r) for r in data.get("loss", [])], failure=data.get("failure"),
+        return cls(loss=[LossRange(**r) for r in data.get("loss", [])],
+                   duplicates=[DupRange(**r) for r in data.get("duplicates", [])], failure=data.get("failure"),
                    query_down=bool(data.get("query_down")), send_failures=bool(data.get("send_failures")),
                    new_generation_ms=data.get("new_generation_ms"), expect_source=dict(data.get("expect_source") or {}),
                    gap_visible=bool(data.get("gap_visible")))
+

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from harness.check import counts_against
 
@@ -51,6 +51,16 @@ class Counts(BaseModel):
     sink_rows: int = 0
     pacer_skipped: int = 0
     unacked_at_exit: int = 0
+    # of `duplicates`, those a fault declared (an at-least-once sink's re-run batches: harness.effects.DupRange);
+    # absent (None) when no fault declared any, so runs without them read as they always did
+    expected_duplicates: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _declared_only(self, handler):
+        out = handler(self)
+        if out.get("expected_duplicates") is None:
+            out.pop("expected_duplicates", None)
+        return out
 
 
 class Percentiles(BaseModel):

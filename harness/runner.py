@@ -3,7 +3,8 @@
 start the backend -> start the query under test (first batch done) -> traffic, with the nemesis running the
 fault schedule and the query supervised (killed on purpose: restarted from its checkpoint) -> the rest of the
 schedule, then every fault healed -> end offsets taken, the query drains and stops (once / availableNow: the
-query starts only now and catches up) -> everything stopped -> the verdict -> result.json + report.md.
+query starts only now and catches up) -> a stateful query's final state read from its checkpoint (harness.spark.
+state_reader) -> everything stopped -> the verdict -> result.json + report.md.
 
 A new fault never adds a branch here: faults act through the context (harness.context) and declare their
 effects, which the verdict (harness.verdict) reads from faults.jsonl. The run directory is the contract other
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import atomic, environment, nospace, outdir, secrets
+from harness import atomic, environment, nospace, outdir, secrets, sinks
 from harness.backends import make_backend
 from harness.backends.base import Backend
 from harness.config import Scenario, is_cluster_master, load_scenario
@@ -33,8 +34,11 @@ from harness.paths import runs_dir
 from harness.resources import ResourceSampler
 from harness.runstate import RunState
 from harness.soak.plan import resolve as resolve_soak
+from harness.spark.state_reader import read_state
 from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
+from harness.spark.realtime import warnings as realtime_warnings
+from harness.queries import resolve as resolve_query
 from harness.supervisor import StoppedBySignal, Supervisor
 from harness.timeline import Timeline
 from harness.result import RunResult
@@ -111,7 +115,7 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
             ctx.backend.add_to_sampler(sampler)
         sampler.start()
         try:
-            for phase in (start_backend, start_query, run_traffic, settle_faults, drain):
+            for phase in (start_backend, start_query, run_traffic, settle_faults, drain, read_state):
                 phase(ctx)
         except InputError:  # refused before any traffic (e.g. a fault the principal may not apply): exit 2
             raise
@@ -201,6 +205,9 @@ def start_backend(ctx: RunContext) -> None:
         ctx.backend.start(ctx.run_dir, ctx.supervisor)
         ctx.timeline.add("backend_started")
         ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})
+        if s.spark.sink == "kafka":  # the Kafka sink's output topic, stamped by the broker (harness.sinks)
+            ctx.backend.create_output_topic(sinks.output_topic(s.stream.name),
+                                            s.spark.sink_partitions or s.stream.partitions)
     ctx.state.backend = ctx.backend.describe()
     ctx.timeline.add("backend_ready", **ctx.state.backend)
     _prepare_producers(ctx)
@@ -224,6 +231,8 @@ def _prepare_producers(ctx: RunContext) -> None:
 
 def start_query(ctx: RunContext) -> None:
     s = ctx.scenario
+    for warning in realtime_warnings(s, resolve_query(s.spark.query)):  # what load could not count or check
+        ctx.console.warn(warning)
     source = ctx.backend.spark_source(s.stream.name, s.source_options())
     prestarted = ctx.query is not None and ctx.query.child is not None
     if prestarted and tuple(source.jars) != ctx.query.jar_names:  # a classpath guessed wrong: start afresh
@@ -263,7 +272,7 @@ def _query_process(ctx: RunContext, source) -> SparkQueryProcess:
     s = ctx.scenario
     cluster = spark_cluster(ctx)
     master = _master(ctx)
-    return SparkQueryProcess(
+    process = SparkQueryProcess(
         ctx.run_dir, ctx.supervisor, source=source, jars=s.backend.spark_jars,
         master=master, py_files=code_to_ship(s, ctx.state.scenario_dir) if is_cluster_master(master) else (),
         loopback=cluster is not None or not is_cluster_master(master),
@@ -273,6 +282,8 @@ def _query_process(ctx: RunContext, source) -> SparkQueryProcess:
         query_params=s.spark.query_params,
         # a user's query module sits next to the scenario file (harness.queries: the contract)
         python_path=[ctx.state.scenario_dir] if ":" in s.spark.query and ctx.state.scenario_dir else None)
+    process.job.update(sinks.job_part(s))  # the Kafka sink's topic and options (secrets as ${VAR} references)
+    return process
 
 
 def _record_driver_marks(ctx: RunContext) -> None:
@@ -401,6 +412,8 @@ def stop_everything(ctx: RunContext) -> None:
                                                                                 ctx.run_dir / "placements")
         except Exception as exc:  # noqa: BLE001 - the verdict says the run could not be judged, and why
             ctx.state.positions_error = f"{type(exc).__name__}: {exc}"
+    if ctx.scenario.spark.sink == "kafka" and ctx.state.backend and not ctx.state.interrupted:
+        _record_kafka_output(ctx)
     with ctx.console.step("stopping everything"):
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()  # last started, first stopped: the driver, the workers, then the master
@@ -425,6 +438,21 @@ def stop_everything(ctx: RunContext) -> None:
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
+def _record_kafka_output(ctx: RunContext) -> None:
+    """The Kafka sink's output topic read completely into sink/ while the broker runs, once the query has stopped
+    (harness.kafkaout); a failure is said, and the verdict then finds no output to judge (unjudged)."""
+    from harness.kafkaout import record_output  # pandas and Arrow: the judge's (see run_scenario)
+
+    try:
+        if ctx.query is not None and ctx.query.child is not None and ctx.query.child.alive():
+            ctx.query.stop()  # nothing may be written while it is read
+        with ctx.console.step("reading the Kafka sink's output topic"):
+            meta = record_output(ctx.backend, sinks.output_topic(ctx.scenario.stream.name), ctx.run_dir / "sink")
+        ctx.timeline.add("sink_output_read", records=meta["records"], end_offsets=meta["end_offsets"])
+    except Exception as exc:  # noqa: BLE001 - the verdict says the output could not be read
+        ctx.console.warn(f"reading the Kafka sink's output topic failed: {type(exc).__name__}: {exc}")
+
+
 def _note(ctx: RunContext, event: str, **fields) -> None:
     """A timeline line on the way out of a failed run: a full disk must not turn the failure into a traceback."""
     try:

@@ -27,6 +27,7 @@ from harness.analysis.startup import startup_steps
 from harness.analysis.spark_tasks import placement_summary, placement_tasks
 from harness.check import Check, verdict_of
 from harness.checkers import Checker, batch_cap, events, faults, oracle, run as run_checks, source, sustained
+from harness.checkers.state import state_matches
 from harness.checkers.catalogue import check_names
 from harness.checkers.view import RunView, Unjudgeable, read_faults, read_run
 from harness.config import Scenario
@@ -40,7 +41,7 @@ from harness.soak.checks import soak
 
 # the verdict, in the order result.json lists its checks
 CHECKERS: tuple[Checker, ...] = (
-    run_checks.completed, events.drained, oracle.oracle, events.sends, events.latency, sustained.sustained,
+    run_checks.completed, events.drained, oracle.oracle, state_matches, events.sends, events.latency, sustained.sustained,
     events.producers_reported,
     faults.faults_applied, faults.expected_failure, faults.query_recovered, batch_cap.batch_cap, source.source,
     soak)
@@ -120,7 +121,10 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     summary = rec.latency
     result.latency_windows = summary.windows
     result.counts = {**rec.counts(), "pacer_skipped": run.producers.get("pacer_skipped", 0),  # type: ignore[assignment]
-                     "unacked_at_exit": run.producers.get("unacked_at_exit", 0)}
+                     "unacked_at_exit": run.producers.get("unacked_at_exit", 0),
+                     # only when a fault declared duplicates (an at-least-once sink's re-run batches)
+                     **({"expected_duplicates": rec.expected_duplicates}
+                        if any(e.duplicates for e in run.faults.effects) else {})}
     result.lost_by_partition = {str(k): v for k, v in rec.lost_by_partition.items()}
     result.expected_lost_by_partition = {str(k): v for k, v in rec.expected_lost_by_partition.items()}
     result.latency_measured_ms = summary.latency.percentiles()  # type: ignore[assignment]

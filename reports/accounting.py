@@ -10,6 +10,8 @@ MEANINGS: dict[str, str] = {
     "acked": "sends the broker acknowledged",
     "delivered_unique": "distinct acked events found in the sink",
     "duplicates": "extra copies of events in the sink",
+    "expected_duplicates": "of the duplicates, those a fault declared: rows of batches it made re-run, written again "
+                           "by an at-least-once sink (Kafka's)",
     "lost": "acked events never delivered that no fault explains",
     "expected_lost": "acked events a fault declared lost (e.g. aged out before Spark read them)",
     "unread": "acked events left unread after the query stopped as a fault declared",

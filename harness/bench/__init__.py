@@ -30,6 +30,7 @@ BENCHES: dict[str, str] = {
     "eh-source": "harness.bench.eh_source:run_bench",
     "checker": "harness.bench.checker:run_bench",
     "startup": "harness.bench.startup:run_bench",
+    "rtm": "harness.bench.rtm:run_bench",
 }
 ROW_KEYS = ("name", "value", "unit", "reference", "reference_name", "ratio", "goal", "ok")
 

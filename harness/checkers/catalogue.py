@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from harness.config import Scenario
 from harness.queries import resolve
+from harness.spark.state_reader import wants_state
 
 EVENT_CHECKS = ("no_loss", "no_duplicates", "offsets_match", "no_unacked_deliveries")
 SEND_CHECKS = ("acked", "sends_resolved", "no_skipped_sends", "produce_rate")
@@ -33,9 +34,14 @@ def oracle_checks(scenario: Scenario) -> list[str]:
     return list(EVENT_CHECKS) + (["order"] if scenario.checks.require_order else [])
 
 
+def state_checks(scenario: Scenario) -> list[str]:
+    """`state_matches` for a query whose oracle implies its final state (harness.spark.state_reader.STATE_ORACLES)."""
+    return ["state_matches"] if wants_state(scenario.spark.query) else []
+
+
 def check_names(scenario: Scenario) -> list[str]:
     """Every check a run of `scenario` is judged by when it runs to the end, in the verdict's order."""
-    names = ["completed", "drained", *oracle_checks(scenario), *SEND_CHECKS, "latency_p99", "sustained",
+    names = ["completed", "drained", *oracle_checks(scenario), *state_checks(scenario), *SEND_CHECKS, "latency_p99", "sustained",
              "producers_reported"]
     kinds = {f.kind for f in scenario.faults}
     if kinds:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness import clocks
+from harness import clocks, kafkaout
 from harness.analysis.performance import Performance, performance
 from harness.analysis.progress import epoch_s
 from harness.analysis.resources import load as load_resources, summarize as summarize_resources
@@ -118,6 +118,7 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
                              (f["healed_at"] or state.ended_at) * 1000.0 + SEND_FAILURE_GRACE_MS)
                             for f in faults.records if f["injected_at"] is not None and f["effect"].get("send_failures")],
         generations_ms=[e.new_generation_ms for e in faults.effects if e.new_generation_ms is not None],
+        duplicates=[r for e in faults.effects for r in e.duplicates],
         read_up_to=({int(p): o for p, o in ckpt.committed(run_dir / "checkpoint").get(scenario.stream.name,
                                                                                        {}).items()}
                     if faults.failed_as_expected else None),
@@ -141,6 +142,11 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
         if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
             with reading("reading the query's own sink (its read_sink)"):
                 own_sink = read_own_sink(query_def, run_dir, scenario, checker, oracle.per_event)
+        elif scenario.spark.sink == "kafka":  # the output topic as the run read it (harness.kafkaout)
+            with reading(f"reading the Kafka sink's output (sink/{kafkaout.OUTPUT_FILE}, the output topic as the "
+                         "run read it when the query had stopped)"):
+                own_sink = add_frame(kafkaout.read_output(run_dir / "sink"), checker, oracle.per_event,
+                                     "the Kafka sink's records (their values' JSON)")
         elif oracle.per_event or rows_are_events(run_dir / "sink"):
             # an output judged by a user's oracle that still has one row per event (an event id, its partition
             # and offset) gives the checker its commit times: latency is measured as for the events oracle
@@ -179,8 +185,8 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
             view.performance = performance(
                 per_second=rec.latency.per_second, measured_latency=rec.latency.latency, t0=t0, warmup_s=warmup,
                 duration_s=duration, progress=progress, lag_samples=view.lag_samples, faults=faults.records,
-                trigger_interval_ms=(spark_interval_ms(trigger.interval) if trigger.kind == "processingTime"
-                                     else None),
+                trigger_interval_ms=(spark_interval_ms(trigger.interval)  # realTime: its batch duration
+                                     if trigger.kind in ("processingTime", "realTime") else None),
                 run_started=(state.ended_at - state.elapsed_s) if state.ended_at else None,
                 run_end=state.ended_at or (t0 + warmup + duration), expected_lost_by_fault=by_fault,
                 lost_by_ack_second=rec.lost_by_ack_second, duplicate_commits_ms=rec.duplicate_commits)
@@ -217,9 +223,15 @@ def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario, checke
     frame = query_def.read_sink(run_dir / "sink", dict(scenario.spark.query_params))
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"{scenario.spark.query}.read_sink returned {type(frame).__name__}, not a pandas DataFrame")
+    return add_frame(frame, checker, per_event, "read_sink")
+
+
+def add_frame(frame: pd.DataFrame, checker: IncrementalChecker, per_event: bool, source: str) -> pd.DataFrame:
+    """Sink rows with the event columns and a commit time each go to the checker in commit order (latency is
+    measured from them); `per_event`: the events oracle needs those columns."""
     if all(c in frame.columns for c in OWN_SINK_EVENT_COLUMNS):
         checker.store.add_sink_frame(frame.sort_values("commit_ms", kind="stable"))
     elif per_event:
         raise ValueError(f"the events oracle needs the columns {', '.join(OWN_SINK_EVENT_COLUMNS)} from "
-                         f"read_sink (it returned {list(frame.columns)})")
+                         f"{source} (it returned {list(frame.columns)})")
     return frame

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import atomic, runner, secrets
+from harness.analysis.cost import cpu_per_event, recovery_s
 from harness.check import counts_against
 from harness.commands.repeat import run_repeats
 from harness.commands.shared_broker import reason_not_shared, shared_broker
@@ -45,18 +46,32 @@ def combinations(sweep: dict[str, list]) -> list[dict[str, Any]]:
     return [dict(zip(keys, values)) for values in itertools.product(*(sweep[k] for k in keys))]
 
 
+def toml_value(value: Any) -> str:
+    """A swept value as TOML: a scalar, or an inline table (`spark.trigger = [{ kind = "realTime", ... }, ...]`
+    sweeps settings that only make sense together, such as a trigger's kind with its interval)."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', str(k)) else json.dumps(str(k))} = "
+                                f"{toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))
+
+
 def override_text(key: str, value: Any) -> str:
     """`key=value` as `--set` reads it back (values are TOML)."""
-    if isinstance(value, bool):
-        return f"{key}={'true' if value else 'false'}"
-    if isinstance(value, (int, float)):
-        return f"{key}={value!r}"
-    return f"{key}={json.dumps(str(value))}"
+    return f"{key}={toml_value(value)}"
+
+
+def _label_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "_".join(_label_value(v) for v in value.values())
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def label(index: int, values: dict[str, Any]) -> str:
-    text = "-".join(f"{k.rsplit('.', 1)[-1]}={str(v).lower() if isinstance(v, bool) else v}"
-                    for k, v in values.items())
+    text = "-".join(f"{k.rsplit('.', 1)[-1]}={_label_value(v)}" for k, v in values.items())
     return f"{index:02d}-" + re.sub(r"[^A-Za-z0-9=._-]+", "_", text)[:100]
 
 
@@ -83,6 +98,9 @@ def figures(result: dict) -> dict[str, Any]:
         "task_spread": ((placement.get("task_ms") or {}).get("median_max_over_median")),
         "rate_limited_batches": ((result.get("batch_stats") or {}).get("rate_limited") or {}).get("batches"),
         "tasks_per_executor": placement.get("tasks_per_executor"),
+        "query_cpu_ms_per_event": cpu_per_event(result)["query_ms"],
+        "recovery_s": recovery_s(result),
+        "duplicates": (result.get("counts") or {}).get("duplicates"),
     }
 
 
@@ -170,7 +188,8 @@ def _run_plans(plans: list, name_or_path: str, repeat: int, sweep_dir: Path, con
             console.info(f"sweep run {i + 1}/{len(plans)}: {what}")
             outcome = runner.run_one(name_or_path, sets, sub, console, shared() if shared is not None else None)
             row = figures(outcome.result)
-        summary["runs"].append({"values": secrets.redacted(values), "run_dir": sub.name, "exit_code": outcome.exit_code, **row})
+        shown = {k: toml_value(v) if isinstance(v, dict) else v for k, v in values.items()}  # a table as its text
+        summary["runs"].append({"values": secrets.redacted(shown), "run_dir": sub.name, "exit_code": outcome.exit_code, **row})
         atomic.write_json(sweep_dir / "sweep.json", summary)
         if outcome.exit_code == 130:
             return True
@@ -193,7 +212,8 @@ COLUMNS = (("verdict", "verdict"), ("process_rps", "rows/s while busy"), ("laten
            ("task_spread", "slowest task / median"), ("receivers_created", "receivers created"),
            ("receivers_reused", "reused"), ("receiver_mismatches", "mismatches"),
            ("consumers_created", "consumers created"), ("consumers_created_later", "after 1st batch"),
-           ("same_executor_as_last_batch", "same executor"))
+           ("same_executor_as_last_batch", "same executor"), ("query_cpu_ms_per_event", "query CPU ms/event"),
+           ("recovery_s", "recovery s"), ("duplicates", "duplicates"))
 
 
 def sweep_markdown(summary: dict) -> str:

@@ -8,6 +8,11 @@ polled every few milliseconds and the driver frozen to confirm), then, before th
 - `orphan_offsets`: a new `offsets/N+1` is written in Spark's format (version line, batch metadata with a fresh
   batch timestamp, the broker's current end offsets as the source line) with no commit, so the restarted query
   runs batch N+1 from the write-ahead log instead of planning one itself.
+- `drop_state_file`: the state store file of the last committed version is removed from the first state
+  partition that has one (`state/<operator>/<partition>/<N+1>.changelog` with RocksDB's changelog checkpointing,
+  else its snapshot `<N+1>.zip` (RocksDB) or `<N+1>.delta` (HDFS)): the restarted query cannot load its state
+  and must fail with Spark's CANNOT_LOAD_STATE_STORE (declared as the fault's failure, so the run passes only
+  when it does: a query that silently started from older or empty state would be the defect).
 Nothing may be lost or duplicated. The detail names the batch and its offsets, so the re-run can be found in the
 checkpoint, the sink's log and progress.jsonl (a progress line may be missing: listeners are asynchronous and a
 kill right after a batch takes its line with it).
@@ -25,9 +30,13 @@ from harness.faults.driver_kill import act_when, last_progress_batch, needs_runn
 from harness.spark import checkpoint as ckpt
 
 
+STATE_LOAD_FAILURE = "CANNOT_LOAD_STATE_STORE"  # Spark's error class when a state version's file is gone
+STATE_FILE_SUFFIXES = ("changelog", "zip", "delta")  # RocksDB changelog, RocksDB snapshot, HDFS delta
+
+
 class CheckpointTamperOptions(FaultOptions):
     kind: Literal["checkpoint_tamper"] = "checkpoint_tamper"
-    mode: Literal["drop_last_commit", "orphan_offsets"]
+    mode: Literal["drop_last_commit", "orphan_offsets", "drop_state_file"]
 
 
 @register
@@ -38,6 +47,9 @@ class CheckpointTamper(Fault):
     settle_timeout_s = 60.0  # how long to wait for a moment between batches
 
     def check(self, scenario) -> str | None:
+        if self.options.mode == "drop_state_file" and scenario.spark.query == "passthrough":
+            return ("mode = \"drop_state_file\" needs a stateful query (spark.query = \"passthrough\" keeps no "
+                    "state in the checkpoint)")
         return needs_running_query(scenario)
 
     def inject(self, ctx) -> dict:
@@ -57,8 +69,12 @@ class CheckpointTamper(Fault):
         def tamper(n: int) -> None:
             # progress is posted asynchronously: batch N's may not have reached progress.jsonl before the kill
             detail.update(batch=n, sink_metadata_last=n, progress_before_kill=last_progress_batch(ctx) >= n)
-            ctx.query.kill(then=lambda: detail.update(self._drop_commit(ctx, n) if self.options.mode ==
-                                                      "drop_last_commit" else self._orphan_offsets(ctx, n)))
+            act = {"drop_last_commit": self._drop_commit, "orphan_offsets": self._orphan_offsets,
+                   "drop_state_file": self._drop_state_file}[self.options.mode]
+            ctx.query.kill(then=lambda: detail.update(act(ctx, n)))
+
+        if self.options.mode == "drop_state_file":  # declared before the restart can fail with it
+            self.effect.failure = STATE_LOAD_FAILURE
 
         if act_when(ctx, between_batches, self.settle_timeout_s, tamper, poll_s=0.005) is None:
             raise FaultError(f"the query was never between batches within {self.settle_timeout_s:g}s; "
@@ -75,6 +91,24 @@ class CheckpointTamper(Fault):
             raise FaultError(f"commits/{n} still there after removing it")
         return {"removed": [str(p.relative_to(ctx.checkpoint)) for p in removed], "rerun_batch": n,
                 "rerun_offsets": ckpt.offset_log_entry(ctx.checkpoint / "offsets" / str(n))}
+
+    @staticmethod
+    def _drop_state_file(ctx, n: int) -> dict:
+        """The file holding state version n + 1 (what batch n committed) in the first partition that has one."""
+        version = n + 1
+        for operator in sorted((ctx.checkpoint / "state").glob("[0-9]*"), key=lambda p: int(p.name)):
+            for part in sorted(operator.glob("[0-9]*"), key=lambda p: int(p.name)):
+                for suffix in STATE_FILE_SUFFIXES:
+                    path = part / f"{version}.{suffix}"
+                    if path.exists():
+                        path.unlink()
+                        crc = part / f".{version}.{suffix}.crc"
+                        if crc.exists():
+                            crc.unlink()
+                        return {"removed": [str(path.relative_to(ctx.checkpoint))], "state_version": version,
+                                "expected_failure": STATE_LOAD_FAILURE}
+        raise FaultError(f"no state file of version {version} ({', '.join(STATE_FILE_SUFFIXES)}) under "
+                         f"{ctx.checkpoint / 'state'}: is the query stateful?")
 
     @staticmethod
     def _orphan_offsets(ctx, n: int) -> dict:

@@ -6,6 +6,15 @@ batch id its own `_spark_metadata` log already has, keeps the output exactly-onc
 duplicated. The fault waits (bounded) for such a moment, freezes the driver's process group (SIGSTOP) to confirm
 it, and kills it frozen, so the batch it records is the batch really cut. The helpers here (waiting for a running
 query, acting on a frozen driver) serve the other query-process faults too.
+
+Spark's Kafka sink is at-least-once: the re-run batch is written again. So with `spark.sink = "kafka"` the fault
+declares, once the driver is dead and before its successor can start, the input ranges whose events may appear
+twice (harness.spark.reruns: the batches in the offset log beyond the commit log; with asynchronous progress
+tracking everything after the last commit up to the input's end). `after_sink_write` with the Kafka sink has no
+writer of the harness's to hold in (Spark's sink writes), so the fault watches the output topic instead: it kills
+the driver frozen once the output topic has grown since the last commit this driver wrote, i.e. with records of a
+batch not committed visible downstream. Its successor writes them again: the run has duplicates, all in the
+declared ranges.
 """
 from __future__ import annotations
 
@@ -18,9 +27,11 @@ from typing import Any, Callable, Literal, TypeVar
 
 from pydantic import Field, model_validator
 
+from harness import sinks
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
 from harness.spark import sinkhold
+from harness.spark.reruns import dup_ranges
 
 T = TypeVar("T")
 CATCH_UP = ("once", "availableNow")
@@ -33,6 +44,21 @@ def needs_running_query(scenario) -> str | None:
         return (f"needs a query running during the traffic (spark.trigger kind = \"processingTime\"); with "
                 f"{scenario.spark.trigger.kind!r} the query only starts after the traffic")
     return None
+
+
+def rewritable(ctx) -> list:
+    """With an at-least-once sink (Kafka's), the input ranges whose rows may be written again if the batches in
+    flight now are re-run (a driver's successor re-runs them; a lost executor's tasks are retried): from the
+    checkpoint as it is now. None with the file sink (it skips a re-run batch) or a query's own sink (the
+    writer's to make exactly-once)."""
+    s = ctx.scenario
+    if s.spark.sink != "kafka":
+        return []
+    # real-time mode logs a batch's end offsets only when it ends (it reads until its interval is up): the
+    # batch in flight has read, and written, up to the input's end at most, as with async progress tracking
+    unlogged = sinks.async_progress(s.spark.sink_options) or s.spark.trigger.kind == "realTime"
+    bound = ctx.backend.end_offsets(s.stream.name) if unlogged else None
+    return dup_ranges(ctx.checkpoint, s.stream.name, bound)
 
 
 def wait_running(ctx, timeout: float, min_uptime_s: float = MIN_UPTIME_S) -> dict:
@@ -160,7 +186,9 @@ class DriverKillOptions(FaultOptions):
         "for a query that owns its sink (foreachBatch): kill the driver right after the query's writer returned for "
         "a batch planned after the fault began and before Spark commits it, the moment a sink idempotent by batch "
         "id exists for. The driver holds itself there (harness.spark.sinkhold); the fault waits for that "
-        "(the query's start-up, then mid_batch_timeout_s) and fails rather than kill anywhere else"))
+        "(the query's start-up, then mid_batch_timeout_s) and fails rather than kill anywhere else. With "
+        "spark.sink = \"kafka\": kill it frozen once some of an uncommitted batch's records are in the output "
+        "topic (its successor writes them again)"))
 
     @model_validator(mode="after")
     def _after_write_waits(self):
@@ -178,8 +206,26 @@ class DriverKill(Fault):
     def check(self, scenario) -> str | None:
         return needs_running_query(scenario)
 
+    def declare_duplicates(self, ctx) -> None:
+        """The input ranges the dead driver's successor writes again, read from the checkpoint as it left it
+        (called once it is dead, before the restart can happen)."""
+        self.effect.duplicates = rewritable(ctx)
+
+    def _kill(self, ctx, then=None):
+        """SIGKILL the driver; then (dead, not yet restarted) the duplicates it allows, and `then`."""
+        def after():
+            try:
+                self.declare_duplicates(ctx)
+            finally:
+                if then is not None:
+                    then()
+
+        return ctx.query.kill(then=after)
+
     def inject(self, ctx) -> dict:
         self.effect.query_down = True
+        if self.options.after_sink_write and ctx.scenario.spark.sink == "kafka":
+            return self._kill_after_kafka_write(ctx)
         if self.options.after_sink_write:
             return self._kill_after_sink_write(ctx)
         status = wait_running(ctx, ctx.scenario.spark.start_timeout_s)
@@ -187,7 +233,7 @@ class DriverKill(Fault):
                   "commit_log_last": (ctx.commit_log() or [None])[-1]}
         timeout = self.options.mid_batch_timeout_s
         if timeout == 0:
-            code = ctx.query.kill()
+            code = self._kill(ctx)
             batch = batch_in_flight(ctx)  # the checkpoint as the dead driver left it
             return {"mid_batch": batch is not None, "batch": batch, "exit_code": code,
                     "query_started_at": status.get("at"), **before}
@@ -198,7 +244,7 @@ class DriverKill(Fault):
             batch = batch_in_flight(ctx)
             return batch if batch is not None and _planned_at(ctx, batch) >= started else None
 
-        kill = lambda batch: ctx.query.kill()  # noqa: E731
+        kill = lambda batch: self._kill(ctx)  # noqa: E731
         # rather a batch of its own; failing that, the recovery batch it is still re-running
         hit = (act_when(ctx, new_batch_in_flight, timeout, kill)
                or act_when(ctx, lambda: batch_in_flight(ctx), timeout, kill))
@@ -234,7 +280,7 @@ class DriverKill(Fault):
                 raise FaultError(f"no batch from {from_batch} on was written within {wait_s:g}s (the query's "
                                  "start-up and mid_batch_timeout_s): the driver was not killed") from None
             # released before the restart can happen: the successor re-runs this batch and must not hold again
-            code = ctx.query.kill(then=lambda: sinkhold.release(control))
+            code = self._kill(ctx, then=lambda: sinkhold.release(control))
         finally:
             sinkhold.release(control)
         batch = int(hold["batch"])
@@ -242,6 +288,42 @@ class DriverKill(Fault):
                 "batch": batch, "written_at": hold["at"], "offset_log_last": batch,
                 "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
                 "exit_code": code, "kills_so_far": ctx.query.kills}
+
+    def _kill_after_kafka_write(self, ctx) -> dict:
+        """Kill the driver frozen while the output topic holds records of a batch not committed: grown since the
+        last commit this driver wrote (its records were all appended before the commit was written, so what came
+        after it is a later batch's). Works alike when progress is committed in the background (asynchronous
+        progress tracking logs only some batches' offsets, so no batch need ever show as in flight)."""
+        status = wait_running(ctx, ctx.scenario.spark.start_timeout_s)
+        started, t0 = float(status.get("at", 0)), time.monotonic()
+        topic = sinks.output_topic(ctx.scenario.stream.name)
+        before: dict = {}  # the output's size once the last commit was written, and that commit
+
+        def written_not_committed():
+            commit = (ctx.commit_log() or [-1])[-1]
+            size = sum(ctx.backend.end_offsets(topic).values())
+            if (ctx.commit_log() or [-1])[-1] != commit:
+                return None  # a commit landed while the size was read: no baseline from this reading
+            if before.get("commit") != commit:
+                before.update(size=size, commit=commit, at=time.time())
+                return None
+            if before["at"] < started or size <= before["size"]:
+                return None
+            return {"after_commit": commit, "visible": size - before["size"], "in_flight": batch_in_flight(ctx)}
+
+        timeout = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
+        hit = act_when(ctx, written_not_committed, timeout, lambda found: self._kill(ctx))
+        if hit is None:
+            raise FaultError(f"no batch had records in the output topic {topic} before its commit within "
+                             f"{timeout:g}s (the query's start-up and mid_batch_timeout_s): the driver was not killed")
+        found, code = hit
+        batch = found["in_flight"]
+        return {"mid_batch": batch is not None and not (ctx.checkpoint / "commits" / str(batch)).exists(),
+                "after_sink_write": True, "batch": batch, "after_commit": found["after_commit"],
+                "output_records_visible": found["visible"], "offset_log_last": (ctx.offset_log() or [None])[-1],
+                "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
+                "exit_code": code, "kills_so_far": ctx.query.kills,
+                "duplicates_declared": sum(r.end - r.start for r in self.effect.duplicates)}
 
     def heal(self, ctx) -> dict:
         return {}  # the runner's supervision restarts the query from its checkpoint

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
-from harness.faults.driver_kill import act_when, batch_in_flight, needs_running_query, wait_running
+from harness.faults.driver_kill import act_when, batch_in_flight, needs_running_query, rewritable, wait_running
 
 LOCAL_CLUSTER = re.compile(r"^local-cluster\[(\d+),(\d+),(\d+)\]$")
 EXECUTOR_MAIN = "CoarseGrainedExecutorBackend"
@@ -103,6 +103,9 @@ class ExecutorKill(Fault):
         def kill(batch):
             found = executors(ctx)
             pid = rng.choice(sorted(found))
+            # the retried tasks write their rows again (an at-least-once sink): the batches in flight, read before
+            # the kill, since once the retries finish the batch commits and the range is gone from the logs
+            self.effect.duplicates = rewritable(ctx)
             os.kill(pid, signal.SIGKILL)
             return pid, found[pid], found
 

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
-from harness.faults.driver_kill import act_when, batch_in_flight, needs_running_query, wait_running
+from harness.faults.driver_kill import act_when, batch_in_flight, needs_running_query, rewritable, wait_running
 from harness.faults.executor_kill import REPLACEMENT_TIMEOUT_S, _driver_log_tail, executors, expected_executors
 
 
@@ -67,6 +67,8 @@ class WorkerKill(Fault):
 
         def kill(batch):
             hosted = cluster.executors(index)
+            # read before the kill: once the retried tasks finish, the batch commits and the range is gone
+            self.effect.duplicates = rewritable(ctx)
             return cluster.kill_worker(index), hosted
 
         t0 = time.monotonic()

@@ -1,6 +1,7 @@
 """The queries under test, and the contract every one of them (the harness's and a user's own) follows.
 
-A scenario names its query with `spark.query`: a built-in name (`passthrough`, `windowed_count`, `dedup`) or
+A scenario names its query with `spark.query`: a built-in name (`passthrough`, `windowed_count`, `dedup`,
+`sessions`) or
 `"package.module:function"` for a user's own. A user's module is looked up first in the scenario file's
 directory: the harness puts that directory on its own `sys.path` when it loads the scenario and on the query
 process's `PYTHONPATH` (which the Python workers of `local[N]` executors inherit), so `my_job.py` next to
@@ -16,7 +17,8 @@ The contract
   `producer` int, `seq` long (together the event's id), `intended_ms` double (intended send time, epoch ms, to
   the microsecond), `event_time` timestamp (the intended time truncated to the millisecond, for watermarks and
   windows), `partition` int, `offset` long, `broker_ms` double (the broker's timestamp), `bytes` int (the
-  encoded event's size).
+  encoded event's size), `key` string (the record's key as the producers sent it: Kafka's key, Event Hubs'
+  partition key; null for keys `none`).
 - Sink and output mode: the Parquet file sink in `append` mode (the one built-in sink that is exactly-once
   across restarts: it skips a batch id already in its own log). Stateful queries therefore need a watermark,
   and an aggregation writes each group once, when the watermark passes it.
@@ -42,6 +44,11 @@ The contract
     the query emitted must equal the number of acked events whose intended time (truncated to the millisecond)
     falls in [start, end), no window may be emitted twice, and every window whose end the final watermark
     (the last one the query reported) reached must have been emitted. `windowed_count`.
+  - `sessions`: rows `key`, `session_start_ms`, `session_end_ms`, `count` (and `listed`, `producers` when
+    present) of sessions per key split at gaps of `query_params.gap` or more (default "5 seconds"), the keys
+    rebuilt from the producers' seeds (producers/keys.py draws them from the producer's seed in sequence
+    order): every session the final watermark closed (end + gap below it) emitted exactly once with its
+    count, nothing else emitted. `sessions`.
   - `"package.module:function"`: a user's own, called after the run as `oracle(acks, sink, params)` with pandas
     frames (acked events from the producers' ack logs; every sink row with its `batch_id` and `commit_ms`, or
     what `read_sink` returned) and returning `{"ok": bool, "detail": str, ...}`; everything it returns is kept
@@ -62,8 +69,9 @@ from typing import Any, Callable
 
 BUILT_IN = {"passthrough": "harness.queries.passthrough:query",
             "windowed_count": "harness.queries.windowed_count:query",
-            "dedup": "harness.queries.dedup:query"}
-ORACLES = ("events", "window_counts")
+            "dedup": "harness.queries.dedup:query",
+            "sessions": "harness.queries.sessions:query"}
+ORACLES = ("events", "window_counts", "sessions")
 
 
 class QueryError(ValueError):

@@ -106,6 +106,21 @@ def consumer_option_problems(options: Mapping[str, Any]) -> list[str]:
                                    "Spark's Kafka consumer", strip=6)
 
 
+def producer_option_problems(options: Mapping[str, Any]) -> list[str]:
+    """`spark.sink_options` of the Kafka sink: a `kafka.<name>` option goes to Spark's Kafka producer without its
+    prefix; <name> must be a Java producer setting (the Kafka clients the harness runs know them)."""
+    wanted = [k for k in options if k.lower().startswith("kafka.") and not k[6:].startswith(JAVA_PREFIXES)]
+    if not wanted:
+        return []
+    names = kafka_names()
+    unknown = [_unknown("spark.sink_options", "Kafka producer setting", k, [f"kafka.{c}" for c in names.producer],
+                        " (a kafka.* sink option goes to Spark's Kafka producer without its prefix)")
+               for k in wanted if k[6:] not in names.producer]
+    known = {k: options[k] for k in wanted if k[6:] in names.producer}
+    return unknown + _kafka_values("spark.sink_options", known, names.types.get("producer", {}),
+                                   "Spark's Kafka producer", strip=6)
+
+
 def topic_config_problems(config: Mapping[str, Any]) -> list[str]:
     if not config:
         return []
@@ -174,6 +189,7 @@ def problems(scenario: Any) -> list[str]:
     kind = scenario.backend.kind
     if kind == "kafka":
         found += consumer_option_problems(scenario.spark.source_options)
+        found += producer_option_problems(getattr(scenario.spark, "sink_options", {}))
         found += topic_config_problems(scenario.stream.config)
         found += broker_config_problems(scenario.backend.broker)
         found += librdkafka_problems("producers.client", scenario.producers.client)

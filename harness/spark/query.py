@@ -29,6 +29,7 @@ from harness import atomic
 from harness.jvm import cds
 from harness.secrets import expand_all, is_secret_key
 from harness.spark.checkpoint import committed
+from harness.spark.kafkasink import kafka_rows, sink_options as kafka_sink_options
 
 EXIT_DRAINED, EXIT_DRAIN_TIMEOUT, EXIT_QUERY_FAILED = 0, 3, 4
 _T0 = time.time()  # the process's own imports are done: its first mark
@@ -342,16 +343,23 @@ def _start(spark, job: dict):
     df = spark.readStream.format(job["format"]).options(**options).load()
     query_def, params = resolve(job["query"]), dict(job.get("query_params") or {})
     out = query_def.function(load(job["normalise"])(df), params)
+    if job["sink"] == "kafka":  # Spark's Kafka sink (harness.spark.kafkasink): rows as records first
+        out = kafka_rows(out)
     writer = (out.writeStream.outputMode(job["output_mode"]).queryName(job["query_name"])
               .option("checkpointLocation", job["checkpoint"]))
     if query_def.foreach_batch is not None:  # the query owns its sink (harness.queries: the contract)
         writer = writer.foreachBatch(own_sink(query_def.foreach_batch, job["sink_path"], params,
                                               Path(job["run_dir"]) / "control"))
+    elif job["sink"] == "kafka":
+        writer = writer.format("kafka").options(**kafka_sink_options(
+            options, job["sink_topic"], expand_all(job.get("sink_options") or {})))
     else:
         writer = writer.format(job["sink"]).option("path", job["sink_path"])
     trigger = job["trigger"]
     if trigger["kind"] == "processingTime":
         writer = writer.trigger(processingTime=trigger["interval"])
+    elif trigger["kind"] == "realTime":  # real-time mode: what it requires is checked at load (harness.spark.realtime)
+        writer = writer.trigger(realTime=trigger["interval"])
     elif trigger["kind"] == "availableNow":
         writer = writer.trigger(availableNow=True)
     else:
@@ -422,9 +430,11 @@ def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
                 drain_deadline = time.monotonic() + float(spec["timeout_s"])
             last = query.lastProgress
             if reached(recorder.ends, spec["end_offsets"]) and recorder.caught_up(last):
-                if not settled:
+                if not settled and job["trigger"]["kind"] != "realTime":
                     # everything is read; a stateful query may still owe a batch without new data (its watermark
-                    # moved: windows to close, state to evict). Let it run, and its progress be recorded.
+                    # moved: windows to close, state to evict). Let it run, and its progress be recorded. Not in
+                    # real-time mode: its update-mode output leaves with each record, and its batches never stop
+                    # on their own (processAllAvailable would wait out a whole batch duration for nothing).
                     settled = True
                     try:
                         query.processAllAvailable()

@@ -34,7 +34,8 @@ def test_scenario_passes_at_full_length(name, harness_env, tmp_path):
         c = result["counts"]
         assert c["lost"] == 0 and c["duplicates"] == 0
         if not result["faults"]:  # clean traffic: everything through exactly once, at the exact rate
-            assert c["delivered_unique"] == c["acked"] > 0
+            # (one sink row per event only under the events oracle; another oracle's verdict is above)
+            assert c["delivered_unique"] == c["acked"] > 0 or result["query"]["oracle"] != "events"
             assert result["producers"]["rate"]["achieved_over_target"] > 0.999
         else:  # each fault scenario's own outcome is asserted by its own test; here: it happened and was judged
             assert all(f["injected_at"] and f["healed_at"] and not f["errors"] for f in result["faults"])

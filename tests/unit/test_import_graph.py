@@ -17,7 +17,7 @@ LAYERS = [
                      "harness.lag_sampler", "harness.resources", "harness.checkbulk", "harness.checkstore",
                      "harness.checker"]),
     ("parts", ["producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",
-               "harness.queries", "harness.oracles", "harness.faults"]),
+               "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.kafkaout"]),
     ("scenario model", ["harness.config"]),
     ("run", ["harness.context", "harness.analysis"]),
     ("rendering", ["reports"]),

@@ -276,12 +276,13 @@ def test_a_query_that_never_ran_a_batch_again_fails_query_recovered(tmp_path):
     assert check["ok"] is False and "driver_kill #0 never" in check["detail"]
 
 
-def test_query_recovered_is_unknown_after_a_declared_failure_and_absent_without_such_a_fault(tmp_path):
+def test_query_recovered_is_not_required_after_a_declared_failure_and_absent_without_such_a_fault(tmp_path):
     run = down_run(tmp_path / "a")
     run.fault({"failure": "KAFKA_DATA_LOSS"}, n=1)
     run.committed(0, {0: 3, 1: 3})
     check = checks_of(judge(scenario(6), tmp_path / "a", failed_with(DATA_LOSS)))["query_recovered"]
-    assert check["ok"] is None and check["status"] == "unknown"
+    # the scenario declared that the query stops for good: recovering is not asked of it (and cannot be)
+    assert check["ok"] is None and check["status"] == "not required"
     RunDir(tmp_path / "b").acks(clean()).sink_batch([e[:3] for e in clean()]).fault({})
     assert "query_recovered" not in checks_of(judge(scenario(6), tmp_path / "b", drained()))
 

@@ -113,6 +113,12 @@ class KafkaBackendBase(Backend):
             check_authorized(self.admin(), name, self.required, sec.principal(self.client))
             self._authorized = True
 
+    def create_output_topic(self, name: str, partitions: int) -> None:
+        """The Kafka sink's output topic (harness.sinks), created as the stream is (a user's cluster refuses one that
+        exists unless told), with LogAppendTime: the broker stamps each record when it is appended, so its
+        timestamp is when it became visible downstream (the end of end-to-end latency), not the writer's clock."""
+        self.create_stream(name, partitions, {"message.timestamp.type": "LogAppendTime"})
+
     def _leaders_known(self, name: str, partitions: int) -> bool:
         md = self.admin().list_topics(name, timeout=10).topics.get(name)
         return bool(md and len(md.partitions) == partitions and all(p.leader >= 0 for p in md.partitions.values()))
