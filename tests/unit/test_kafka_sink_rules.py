@@ -73,6 +73,33 @@ def test_asynchronous_progress_bounds_the_range_by_the_input_at_the_kill(tmp_pat
     assert dup_ranges(tmp_path, "events", read_up_to={0: 520, 1: 300}) == [DupRange(0, 300, 520)]
 
 
+def _kill_context(checkpoint, overrides, end_offsets=None, name="kafka-sink"):
+    """What a kill fault reads to declare its ranges: the scenario, the checkpoint, the input's end offsets."""
+    from types import SimpleNamespace
+
+    scenario = load_scenario(str(SCENARIOS / f"{name}.toml"), overrides)[0]
+    backend = SimpleNamespace(end_offsets=lambda stream: dict(end_offsets or {}))
+    return SimpleNamespace(scenario=scenario, checkpoint=checkpoint, backend=backend)
+
+
+def test_every_kill_declares_the_batch_in_flight_with_the_kafka_sink_and_nothing_with_the_file_sink(tmp_path):
+    """driver_kill, executor_kill and worker_kill all declare through rewritable(): with the Kafka sink the
+    logged, uncommitted batch (a dead driver's successor re-runs it, a lost executor's tasks are retried); with
+    the file sink nothing, since it skips a re-run batch id; in real-time mode up to the input's end."""
+    from harness.faults.driver_kill import rewritable
+
+    started(tmp_path, {0: 0, 1: 0})
+    offsets(tmp_path, 0, {0: 100, 1: 80})
+    commit(tmp_path, 0)
+    offsets(tmp_path, 1, {0: 250, 1: 90})
+    assert rewritable(_kill_context(tmp_path, [])) == [DupRange(0, 100, 250), DupRange(1, 80, 90)]
+    assert rewritable(_kill_context(tmp_path, [], name="crash-recovery")) == []  # the file sink
+    real_time = ['spark.trigger={kind="realTime", interval="5 seconds"}', 'spark.master="local[8]"',
+                 "stream.partitions=2"]
+    assert rewritable(_kill_context(tmp_path, real_time, {0: 400, 1: 90})) == [DupRange(0, 100, 400),
+                                                                              DupRange(1, 80, 90)]
+
+
 def test_the_effect_records_its_ranges_and_leaves_them_out_when_there_are_none():
     effect = Effect(duplicates=[DupRange(2, 5, 9)])
     assert Effect.from_dict(json.loads(json.dumps(effect.as_dict()))) == effect
