@@ -63,7 +63,7 @@ def test_unknown_query_exits_2_naming_spark_query(harness_env, tmp_path):
                           timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "stateful.toml: spark.query: unknown query 'windowd_count'" in proc.stderr
-    assert "allowed: passthrough, windowed_count, dedup or 'package.module:function'" in proc.stderr
+    assert "allowed: passthrough, windowed_count, dedup, sessions or 'package.module:function'" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r").exists()
 
 
@@ -144,7 +144,8 @@ def test_window_assignment_at_boundaries_matches_exact_arithmetic(spark, window_
     assert {f"{T0_S * 1000 + window_ms - 1}.999"} <= set(texts)  # and 1 us before one
 
     kafka_rows = spark.createDataFrame(values, "value BINARY, partition INT, offset LONG, ts_us LONG").select(
-        "value", "partition", "offset", F.timestamp_micros("ts_us").alias("timestamp"))
+        "value", "partition", "offset", F.timestamp_micros("ts_us").alias("timestamp"),
+        F.lit(None).cast("binary").alias("key"))  # Spark's Kafka source has a key column (null when unkeyed)
     params = {"window": f"{window_ms} milliseconds", "watermark": "5 seconds"}
     out = resolve("windowed_count").function(from_kafka(kafka_rows), params).toPandas()
 
