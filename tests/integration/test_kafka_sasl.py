@@ -32,6 +32,7 @@ def _files_containing(root: Path, needles: list[bytes]) -> list[str]:
     return hits
 
 
+@pytest.mark.slow  # `make test-slow`: `make test` runs SASL end to end over SASL_SSL with SCRAM (test_kafka_scram_ssl)
 def test_sasl_scenario_passes_over_the_sasl_listener_and_writes_no_password(harness_env, tmp_path):
     out = tmp_path / "sasl"
     proc = subprocess.run([sys.executable, "-m", "harness", "run", "sasl", "--out", str(out),
