@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from harness import secrets
@@ -244,7 +245,12 @@ class EmbeddedKafka(KafkaBackendBase):
 
         def described() -> bool:
             found = admin.describe_user_scram_credentials(list(self.users), request_timeout=10)
-            return all(fut.result().scram_credential_infos for fut in found.values())
+            try:
+                return all(fut.result().scram_credential_infos for fut in found.values())
+            except KafkaException as exc:  # not in the metadata this broker has applied yet: ask again
+                if exc.args[0].code() == KafkaError.RESOURCE_NOT_FOUND:
+                    return False
+                raise
 
         self._wait(described, f"the {self.sasl} users")
 
