@@ -94,31 +94,31 @@ def spark_conf_problems(conf: Mapping[str, Any], allow: Iterable[str]) -> list[s
 
 
 def consumer_option_problems(options: Mapping[str, Any]) -> list[str]:
-    wanted = [k for k in options if k.lower().startswith("kafka.") and not k[6:].startswith(JAVA_PREFIXES)]
-    if not wanted:
-        return []
     names = spark_names()
-    unknown = [_unknown("spark.source_options", "Kafka consumer setting", k, [f"kafka.{c}" for c in names.consumer],
-                        " (a kafka.* option goes to Spark's Kafka consumer without its prefix)")
-               for k in wanted if k[6:] not in names.consumer]
-    known = {k: options[k] for k in wanted if k[6:] in names.consumer}
-    return unknown + _kafka_values("spark.source_options", known, names.consumer_types,
-                                   "Spark's Kafka consumer", strip=6)
+    return _client_option_problems("spark.source_options", options, names.consumer, names.consumer_types,
+                                   "consumer", "option")
 
 
 def producer_option_problems(options: Mapping[str, Any]) -> list[str]:
     """`spark.sink_options` of the Kafka sink: a `kafka.<name>` option goes to Spark's Kafka producer without its
     prefix; <name> must be a Java producer setting (the Kafka clients the harness runs know them)."""
+    names = kafka_names()
+    return _client_option_problems("spark.sink_options", options, names.producer, names.types.get("producer", {}),
+                                   "producer", "sink option")
+
+
+def _client_option_problems(field: str, options: Mapping[str, Any], settings, types, role: str,
+                            what: str) -> list[str]:
+    """The `kafka.<name>` options of `field` that Spark hands its Kafka `role` (without the prefix): unknown
+    names, and known ones whose values that client would refuse."""
     wanted = [k for k in options if k.lower().startswith("kafka.") and not k[6:].startswith(JAVA_PREFIXES)]
     if not wanted:
         return []
-    names = kafka_names()
-    unknown = [_unknown("spark.sink_options", "Kafka producer setting", k, [f"kafka.{c}" for c in names.producer],
-                        " (a kafka.* sink option goes to Spark's Kafka producer without its prefix)")
-               for k in wanted if k[6:] not in names.producer]
-    known = {k: options[k] for k in wanted if k[6:] in names.producer}
-    return unknown + _kafka_values("spark.sink_options", known, names.types.get("producer", {}),
-                                   "Spark's Kafka producer", strip=6)
+    unknown = [_unknown(field, f"Kafka {role} setting", k, [f"kafka.{c}" for c in settings],
+                        f" (a kafka.* {what} goes to Spark's Kafka {role} without its prefix)")
+               for k in wanted if k[6:] not in settings]
+    known = {k: options[k] for k in wanted if k[6:] in settings}
+    return unknown + _kafka_values(field, known, types, f"Spark's Kafka {role}", strip=6)
 
 
 def topic_config_problems(config: Mapping[str, Any]) -> list[str]:
