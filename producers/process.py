@@ -64,7 +64,8 @@ def make_sender(job: dict, acks: AckWriter, stats: SecondStats) -> Sender:
 
     from harness.secrets import expand_all
 
-    module, _, name = (job.get("sender") or spec_for(job["backend"]).sender).partition(":")
+    # a job without a sender: the kind's default table's (a kind may choose its sender by its fields)
+    module, _, name = (job.get("sender") or spec_for(job["backend"]).model_construct().sender).partition(":")
     job = dict(job, settings=expand_all(job.get("settings") or {}))  # secrets come as ${VAR} (harness.secrets)
     return getattr(importlib.import_module(module), name).from_job(job, acks, stats)
 

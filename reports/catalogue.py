@@ -32,6 +32,8 @@ def rows(directory: Path = SCENARIOS_DIR) -> list[tuple[str, str, str]]:
     for path in sorted(directory.glob("*.toml")):
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         kind = (data.get("backend") or {}).get("kind", "kafka")
+        protocol = (data.get("backend") or {}).get("protocol")  # Event Hubs through its Kafka endpoint
+        kind += f" ({protocol})" if protocol and protocol != "amqp" else ""
         extra = " (sweep)" if data.get("sweep") else " (soak)" if data.get("soak") else ""
         out.append((path.stem, kind + extra, first_sentence(str(data.get("description", "")))))
     return out

@@ -47,6 +47,8 @@ class BackendSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
+    # Read these from the table (`scenario.backend.sender`), not the class: a kind may choose them by its fields
+    # (Event Hubs' `protocol` makes them properties); the class values are the kind's when it has one set only.
     sender: ClassVar[str]  # `module:Class` of the producer-side sender (producers/)
     placement: ClassVar[str]  # how keys map to partitions (harness.partitioning), for skewed key choice
     batch_cap_option: ClassVar[str]  # the source option capping rows per trigger

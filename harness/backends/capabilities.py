@@ -54,3 +54,17 @@ class EmulatorControl(Capability):
         control = getattr(fault, "eventhubs_control", None)
         what = f" ({'; '.join(control.values())})" if control else ""
         return f"needs the emulator's control API{what}; {where} (run it with backend.mode = 'emulator')"
+
+
+class EpochReceivers(Capability):
+    """The query reads Event Hubs through AMQP receivers with an owner level (epoch), which a competing reader with
+    a higher one takes over. Spark's Kafka source, through the Kafka endpoint, has no such receivers: its consumers
+    are given partitions by assignment."""
+
+    @classmethod
+    def refusal(cls, spec, fault) -> str:
+        if getattr(spec, "protocol", "amqp") == "kafka":
+            return ("has no meaning with backend.protocol = 'kafka': Spark's Kafka source reads through Kafka "
+                    "consumers given their partitions by assignment, with no epoch receiver to steal from; use "
+                    "protocol = 'amqp'")
+        return EmulatorControl.refusal(spec, fault)

@@ -8,6 +8,10 @@ Result keys: `rows` (the suite's table, harness.bench: send and receive events/s
 events against the SDK clients' own, goal <= 0.5: the emulator must stay cheap next to the pure-Python clients),
 send_eps, receive_eps, emulator_cpu_s_per_1k, clients_cpu_s_per_1k (CPU seconds per 1000 events moved, sends and
 receives together), producer_processes, plus per-phase details.
+
+The Kafka endpoint gets the same two phases and rows with librdkafka clients (harness/bench/emulator_kafka.py) on
+a hub of its own: kafka_send_eps, kafka_receive_eps, kafka_emulator_cpu_s_per_1k, kafka_clients_cpu_s_per_1k,
+kafka_emulator_to_clients_cpu_ratio, kafka_send / kafka_receive (per-phase details).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import multiprocessing as mp
 import time
 
 from harness import atomic
+from harness.bench import emulator_kafka
 
 HUB = "bench"
 BODY = 100
@@ -26,9 +31,11 @@ def _emulator_main(partitions: int, port_q, stop_ev) -> None:
     from harness.emulator.config import EmulatorConfig, HubConfig
     from harness.emulator.server import EmulatorServer
 
-    cfg = EmulatorConfig(hubs=(HubConfig(HUB, partitions, max_bytes_per_partition=1 << 30),))
-    server = EmulatorServer(cfg).start()
-    port_q.put(server.connection_string())  # carries the key the emulator checks
+    cfg = EmulatorConfig(hubs=tuple(HubConfig(name, partitions, max_bytes_per_partition=1 << 30)
+                                    for name in (HUB, emulator_kafka.HUB)))
+    server = EmulatorServer(cfg, tls_port=None, ws_port=None, wss_port=None, kafka_port=0,
+                            kafka_tls_port=None).start()
+    port_q.put((server.connection_string(), server.kafka_port))  # the string carries the key the emulator checks
     stop_ev.wait()
     server.stop()
 
@@ -124,11 +131,15 @@ def run_bench(json_path: str | None, quick: bool = False, *, quiet: bool = True,
     emu = ctx.Process(target=_emulator_main, args=(producers, port_q, stop_ev), daemon=True)
     emu.start()
     try:
-        conn = port_q.get(timeout=60)
+        conn, kafka_port = port_q.get(timeout=60)
         send = _phase(ctx, _producer_main, lambda i: (conn, str(i), events_per_producer, batch_size), producers,
                       emu.pid)
         expected = events_per_producer + 1  # plus the warm-up event
         recv = _phase(ctx, _consumer_main, lambda i: (conn, str(i), expected, prefetch), producers, emu.pid)
+        ksend = _phase(ctx, emulator_kafka.producer_main,
+                       lambda i: (kafka_port, conn, str(i), events_per_producer, BODY), producers, emu.pid)
+        krecv = _phase(ctx, emulator_kafka.consumer_main, lambda i: (kafka_port, conn, str(i), expected),
+                       producers, emu.pid)
     finally:
         stop_ev.set()
         emu.join(15)
@@ -153,6 +164,20 @@ def run_bench(json_path: str | None, quick: bool = False, *, quiet: bool = True,
     result["emulator_to_clients_cpu_ratio"] = round(
         result["emulator_cpu_s_per_1k"] / max(result["clients_cpu_s_per_1k"], 1e-9), 3
     )
+    kmoved = ksend["events"] + krecv["events"]
+    result.update({
+        "kafka_send_eps": round(ksend["eps"], 1),
+        "kafka_receive_eps": round(krecv["eps"], 1),
+        "kafka_emulator_cpu_s_per_1k": round(1000 * (ksend["emulator_cpu_s"] + krecv["emulator_cpu_s"]) / kmoved, 4),
+        "kafka_clients_cpu_s_per_1k": round(1000 * (ksend["clients_cpu_s"] + krecv["clients_cpu_s"]) / kmoved, 4),
+        "kafka_events_sent": ksend["events"],
+        "kafka_events_received": krecv["events"],
+        "kafka_send": {k: round(v, 4) for k, v in ksend.items()},
+        "kafka_receive": {k: round(v, 4) for k, v in krecv.items()},
+    })
+    result["kafka_emulator_to_clients_cpu_ratio"] = round(
+        result["kafka_emulator_cpu_s_per_1k"] / max(result["kafka_clients_cpu_s_per_1k"], 1e-9), 3
+    )
     result["rows"] = _rows(result)
     result["quick"] = quick
     if json_path:
@@ -166,12 +191,18 @@ def _rows(r: dict) -> list[dict]:
     from harness.bench import row
 
     ratio = r["emulator_to_clients_cpu_ratio"]
+    kratio = r["kafka_emulator_to_clients_cpu_ratio"]
     return [
         row("send (SDK producers)", r["send_eps"], "events/s"),
         row("receive (SDK consumers)", r["receive_eps"], "events/s"),
         row("emulator CPU per 1k events", r["emulator_cpu_s_per_1k"], "CPU s",
             reference=r["clients_cpu_s_per_1k"], reference_name="SDK clients' CPU", ratio=ratio,
             goal=f"<= {CPU_RATIO_GOAL}", ok=ratio <= CPU_RATIO_GOAL),
+        row("Kafka endpoint send (librdkafka producers)", r["kafka_send_eps"], "events/s"),
+        row("Kafka endpoint receive (librdkafka consumers)", r["kafka_receive_eps"], "events/s"),
+        row("emulator CPU per 1k events, Kafka endpoint", r["kafka_emulator_cpu_s_per_1k"], "CPU s",
+            reference=r["kafka_clients_cpu_s_per_1k"], reference_name="librdkafka clients' CPU", ratio=kratio,
+            goal=f"<= {CPU_RATIO_GOAL}", ok=kratio <= CPU_RATIO_GOAL),
     ]
 
 
@@ -183,12 +214,14 @@ def _print_table(r: dict) -> None:
                     f"{r['consumer_processes']} consumer processes, {r['body_bytes']} B events)")
     for col in ("phase", "events", "seconds", "events/s", "emulator CPU s", "clients CPU s"):
         t.add_column(col, justify="right")
-    for name in ("send", "receive"):
+    for name in ("send", "receive", "kafka_send", "kafka_receive"):
         p = r[name]
         t.add_row(name, f"{p['events']:.0f}", f"{p['seconds']:.2f}", f"{p['eps']:,.0f}", f"{p['emulator_cpu_s']:.2f}",
                   f"{p['clients_cpu_s']:.2f}")
     Console().print(t)
     Console().print(
         f"CPU per 1k events moved: emulator {r['emulator_cpu_s_per_1k']:.4f} s, clients "
-        f"{r['clients_cpu_s_per_1k']:.4f} s (ratio {r['emulator_to_clients_cpu_ratio']:.2f})"
+        f"{r['clients_cpu_s_per_1k']:.4f} s (ratio {r['emulator_to_clients_cpu_ratio']:.2f}); Kafka endpoint: "
+        f"emulator {r['kafka_emulator_cpu_s_per_1k']:.4f} s, librdkafka clients {r['kafka_clients_cpu_s_per_1k']:.4f} s "
+        f"(ratio {r['kafka_emulator_to_clients_cpu_ratio']:.2f})"
     )

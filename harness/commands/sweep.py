@@ -212,7 +212,8 @@ COLUMNS = (("verdict", "verdict"), ("process_rps", "rows/s while busy"), ("laten
            ("task_spread", "slowest task / median"), ("receivers_created", "receivers created"),
            ("receivers_reused", "reused"), ("receiver_mismatches", "mismatches"),
            ("consumers_created", "consumers created"), ("consumers_created_later", "after 1st batch"),
-           ("same_executor_as_last_batch", "same executor"), ("query_cpu_ms_per_event", "query CPU ms/event"),
+           ("same_executor_as_last_batch", "same executor"), ("tasks_per_executor", "tasks per executor"),
+           ("query_cpu_ms_per_event", "query CPU ms/event"),
            ("recovery_s", "recovery s"), ("duplicates", "duplicates"))
 
 
@@ -257,4 +258,6 @@ def _cell(value: Any) -> str:
         return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, dict):  # tasks per executor: `executor: n, ...`
+        return ", ".join(f"{k}: {_cell(v)}" for k, v in value.items())
     return str(value)

@@ -24,6 +24,11 @@ with the ``openssl`` CLI (tls.py); ``.ca_file`` is what clients pass as ``connec
 (443 for WebSockets) unless ``custom_endpoint_address`` names the port: ``.client_kwargs("amqps" | "wss" | "ws")``
 returns the arguments, ``.endpoints()`` (and the control API's ``/status``) every port and the CA path.
 
+Kafka endpoint (``kafka/``): ``kafka_port`` (SASL_PLAINTEXT, as Microsoft's emulator on 9092) and ``kafka_tls_port``
+(SASL_SSL with the same CA, as the service on 9093) serve the same hubs to Kafka clients (a hub is a topic, a
+Kafka offset is the event's sequence number), SASL PLAIN with user ``$ConnectionString`` and a connection string as
+the password; ``--kafka-port``, ``--kafka-tls-port``, ``--no-kafka`` on the command line.
+
 Service behaviour reproduced for the SDK (see service_errors.py for the texts): delivery annotations the SDK
 encodes after the body are delivered (merged with runtime metrics when those are requested); a refused link is
 answered with a null source (receiver) or target (sender) and a detach carrying the error; the CBS put-token for

@@ -46,6 +46,7 @@ class Broker:
         self.stats_in = 0
         self.stats_out = 0
         self.detach_log: deque = deque(maxlen=200)  # links we detached or refused, newest last
+        self.hub_listeners: list = []  # callables(hub name) told of delete/recreate/age-out (the Kafka endpoint)
         self._retention_timer = loop.call_later(1.0, self._retention_tick)
 
     # ------------------------------------------------------------------ registry
@@ -253,7 +254,12 @@ class Broker:
         for link in self._hub_links(hub):
             self._detach_all([link], service_errors.NOT_FOUND,
                              service_errors.entity_not_found(entity_uri(link.address, hub.name)))
+        self._hub_changed(hub.name)
         return True
+
+    def _hub_changed(self, name: str) -> None:
+        for listener in self.hub_listeners:
+            listener(name)
 
     def recreate_hub(self, name: str, partition_count: int | None = None) -> dict:
         """Create the hub empty (replacing it if present) from its configuration (or the defaults)."""
@@ -267,6 +273,7 @@ class Broker:
         self.hub_configs[key] = cfg
         hub = Hub(cfg, self._on_append)
         self.hubs[key] = hub
+        self._hub_changed(hub.name)
         return hub.properties()
 
     def age_out(self, hub_name: str, partition: str | int | None = None, up_to_seq: int | None = None,
@@ -281,7 +288,9 @@ class Broker:
         if up_to_seq is None and before_ms is None:
             raise ValueError("age_out needs up_to_seq or before_time")
         pids = hub.partition_ids if partition is None else [self._require_partition(hub, partition)]
-        return sum(hub.partitions[pid].age_out(up_to_seq, before_ms) for pid in pids)
+        dropped = sum(hub.partitions[pid].age_out(up_to_seq, before_ms) for pid in pids)
+        self._hub_changed(hub.name)
+        return dropped
 
     def throttle(self, on: bool, mode: str = "reject") -> None:
         if on and mode not in THROTTLE_MODES:

@@ -2,7 +2,9 @@
 
     GET  /status                                   -> {"ok": true, "hubs": {...}, "connections": n, ...,
                                                         "endpoints": {"amqp_port", "amqps_port", "ws_port",
-                                                                      "wss_port", "ca_file", ...}}
+                                                                      "wss_port", "kafka_port", "kafka_tls_port",
+                                                                      "ca_file", ...},
+                                                        "kafka": {"connections", "waiting_fetches", ...} | null}
     POST /hubs/<hub>/delete                         -> {"ok": true, "deleted": bool}
     POST /hubs/<hub>/recreate  {"partition_count"?} -> {"ok": true, "hub": {...}}
     POST /hubs/<hub>/age-out   {"partition"?, "up_to_seq"?, "before_time"?: epoch-ms | ISO-8601}
@@ -89,7 +91,8 @@ class ControlServer:
     def _route(self, method: str, segs: list[str], args: dict) -> tuple[int, dict]:
         broker = self.core.broker
         if segs == ["status"] and method == "GET":
-            return 200, dict(broker.snapshot(), ok=True, endpoints=self.core.endpoints())
+            return 200, dict(broker.snapshot(), ok=True, endpoints=self.core.endpoints(),
+                             kafka=self.core.kafka_status())
         if method != "POST":
             return (405 if segs else 404), {"ok": False, "error": f"{method} /{'/'.join(segs)} not supported"}
         if segs == ["throttle"]:

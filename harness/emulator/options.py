@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 
 PORT_OPTIONS = (("port", "--port"), ("control_port", "--control-port"), ("tls_port", "--tls-port"),
-                ("ws_port", "--ws-port"), ("wss_port", "--wss-port"))
+                ("ws_port", "--ws-port"), ("wss_port", "--wss-port"), ("kafka_port", "--kafka-port"),
+                ("kafka_tls_port", "--kafka-tls-port"))
 
 
 def port(text: str) -> int:
@@ -34,9 +35,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--tls-port", type=port, default=0, help="AMQP over TLS port (0 = any free port)")
     ap.add_argument("--ws-port", type=port, default=0, help="AMQP over WebSockets (ws://) port")
     ap.add_argument("--wss-port", type=port, default=0, help="AMQP over WebSockets over TLS (wss://) port")
+    ap.add_argument("--kafka-port", type=port, default=0,
+                    help="Kafka protocol endpoint, SASL_PLAINTEXT + PLAIN (0 = any free port)")
+    ap.add_argument("--kafka-tls-port", type=port, default=0,
+                    help="Kafka protocol endpoint over TLS, SASL_SSL + PLAIN, as the service's 9093 (0 = any free port)")
+    ap.add_argument("--no-kafka", action="store_true", help="start neither Kafka listener")
+    ap.add_argument("--kafka-connection-log", metavar="PATH", default=None,
+                    help="append one JSON line per Kafka connection (time, client.id, first request) to PATH, as "
+                         "the harness's TCP proxy records them, to count consumer (re)creations")
     ap.add_argument("--cert-dir", default=None,
                     help="keep (and reuse) the TLS CA and certificate here; default: a temporary directory")
-    ap.add_argument("--no-tls", action="store_true", help="start neither the TLS nor the WSS listener")
+    ap.add_argument("--no-tls", action="store_true",
+                    help="start none of the TLS listeners (AMQPS, WSS, Kafka SASL_SSL)")
     ap.add_argument("--no-websockets", action="store_true", help="start neither the WS nor the WSS listener")
     ap.add_argument("--accept-any-credential", action="store_true",
                     help="accept every SAS token, signed or not (default: tokens must be signed with a key of "
@@ -57,7 +67,8 @@ def _check_ports(args) -> None:
     from harness.errors import InputError
 
     listening = {"tls_port": not args.no_tls, "ws_port": not args.no_websockets,
-                 "wss_port": not (args.no_tls or args.no_websockets)}
+                 "wss_port": not (args.no_tls or args.no_websockets), "kafka_port": not args.no_kafka,
+                 "kafka_tls_port": not (args.no_tls or args.no_kafka)}
     seen: dict[int, str] = {}
     for attr, flag in PORT_OPTIONS:
         value = getattr(args, attr)
@@ -69,15 +80,34 @@ def _check_ports(args) -> None:
         seen[value] = flag
 
 
+def _check_connection_log(path: str | None) -> None:
+    import os
+
+    from harness.errors import InputError
+
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"--kafka-connection-log {path}: the folder {folder} does not exist; give a file in an "
+                         "existing folder")
+    if os.path.isdir(path):
+        raise InputError(f"--kafka-connection-log {path}: that is a folder; give a file (it is appended to)")
+
+
 def run(args) -> int:
     """Serve until SIGTERM/SIGINT (0). Raises InputError (ConfigError, ListenError) for bad input."""
     _check_ports(args)
+    _check_connection_log(args.kafka_connection_log)
     from .serve import serve_forever
 
     listeners = dict(
         tls_port=None if args.no_tls else args.tls_port,
         ws_port=None if args.no_websockets else args.ws_port,
         wss_port=None if args.no_tls or args.no_websockets else args.wss_port,
+        kafka_port=None if args.no_kafka else args.kafka_port,
+        kafka_tls_port=None if args.no_tls or args.no_kafka else args.kafka_tls_port,
+        kafka_connection_log=args.kafka_connection_log,
         cert_dir=args.cert_dir,
     )
     key = None

@@ -14,16 +14,19 @@ from .server import EmulatorCore
 def serve_forever(host: str = "127.0.0.1", port: int = 0, config_path: str | None = None,
                   control_port: int = 0, *, tls_port: int | None = 0, ws_port: int | None = 0,
                   wss_port: int | None = 0, cert_dir: str | None = None, accept_any_credential: bool = False,
-                  key: str | None = None, key_env: str | None = None) -> int:
+                  key: str | None = None, key_env: str | None = None, kafka_port: int | None = 0,
+                  kafka_tls_port: int | None = 0, kafka_connection_log: str | None = None) -> int:
     """Run until SIGTERM/SIGINT; prints one ``name=value`` line per endpoint once listening.
 
     ``key`` (given with ``key_env``, the variable it came from): the RootManageSharedAccessKey clients sign with;
     the printed lines then say ``${key_env}`` where the key would be, so a log of them holds no secret.
 
     Lines: ``connection_string=`` (plain AMQP, emulator mode, with the key clients must sign with), ``control=``,
-    ``tls_port=``, ``ws_port=``, ``wss_port=`` (``none`` when not listening) and ``ca_file=`` (the CA TLS clients
-    must trust). Raises ``ConfigError`` when the config file is bad and ``ListenError`` when a port cannot be
-    listened on, before anything is served. Returns 0 after a clean stop.
+    ``tls_port=``, ``ws_port=``, ``wss_port=``, ``kafka_port=`` (SASL_PLAINTEXT), ``kafka_tls_port=`` (SASL_SSL)
+    (``none`` when not listening) and ``ca_file=`` (the CA TLS clients must trust). Kafka clients log in with
+    SASL PLAIN, user name ``$ConnectionString`` and the connection string as the password. Raises
+    ``ConfigError`` when the config file is bad and ``ListenError`` when a port cannot be listened on, before
+    anything is served. Returns 0 after a clean stop.
     """
     cfg = load_config(config_path)
     if accept_any_credential:
@@ -31,7 +34,9 @@ def serve_forever(host: str = "127.0.0.1", port: int = 0, config_path: str | Non
     if key is not None:
         cfg = dataclasses.replace(cfg, sas_keys={**cfg.sas_keys, DEFAULT_KEY_NAME: key})
     _room_for_connections(cfg.max_connections)
-    listeners = dict(tls_port=tls_port, ws_port=ws_port, wss_port=wss_port, cert_dir=cert_dir)
+    listeners = dict(tls_port=tls_port, ws_port=ws_port, wss_port=wss_port, cert_dir=cert_dir,
+                     kafka_port=kafka_port, kafka_tls_port=kafka_tls_port,
+                     kafka_connection_log=kafka_connection_log)
     shown = "${" + key_env + "}" if key is not None and key_env else None
     return asyncio.run(_main(cfg, host, port, control_port, listeners, shown))
 
@@ -76,11 +81,14 @@ async def _main(cfg, host: str, port: int, control_port: int, listeners: dict, s
     else:
         print(f"connection_string={core.connection_string()}", flush=True)
     print(f"control=http://127.0.0.1:{core.control_port}", flush=True)
-    for name in ("tls_port", "ws_port", "wss_port", "ca_file"):
+    for name in ("tls_port", "ws_port", "wss_port", "ca_file", "kafka_port", "kafka_tls_port"):
         value = getattr(core, name)
         print(f"{name}={'none' if value is None else value}", flush=True)
     if core.tls_error:
         print(f"tls unavailable: {core.tls_error}", file=sys.stderr, flush=True)
+    if core.kafka_port is not None or core.kafka_tls_port is not None:
+        print("kafka: SASL PLAIN, user name $ConnectionString, password the connection_string= line (SASL_PLAINTEXT "
+              "on kafka_port, SASL_SSL on kafka_tls_port with ca_file)", file=sys.stderr, flush=True)
     hubs = ", ".join(f"{h.name}({h.partition_count})" for h in cfg.hubs)
     print(f"hubs={hubs}", file=sys.stderr, flush=True)
     if core.cfg.accept_any_credential:

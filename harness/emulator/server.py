@@ -12,7 +12,8 @@
         emu.snapshot()                                       # hubs/partitions/connections as a dict
 
 Listeners (all on ``host``; port 0 = a free port, None = not started): ``port`` plain AMQP (emulator connection
-strings), ``tls_port`` AMQP over TLS, ``ws_port`` AMQP over WebSockets (``ws://``), ``wss_port`` the same over TLS.
+strings), ``tls_port`` AMQP over TLS, ``ws_port`` AMQP over WebSockets (``ws://``), ``wss_port`` the same over TLS,
+``kafka_port`` the Kafka protocol with SASL_PLAINTEXT and ``kafka_tls_port`` with SASL_SSL (kafka/ package).
 TLS uses a CA the emulator makes with ``openssl`` (``ca_file``; kept in ``cert_dir`` when given, else in a
 temporary directory removed on stop). A client given a host name and a credential always uses TLS and dials 5671
 (443 for WebSockets) unless ``custom_endpoint_address`` names the port; ``emu.client_kwargs(transport)`` returns
@@ -46,6 +47,7 @@ from harness.errors import InputError
 from .broker import Broker
 from .config import DEFAULT_KEY, DEFAULT_KEY_NAME, EmulatorConfig, load_config
 from .connection import AmqpConnection
+from .kafka.server import KafkaEndpoint, kafka_factory
 from .tls import TlsUnavailable, ensure_certificates
 from .websocket import PATH as WEBSOCKET_PATH
 from .websocket import WebSocketAmqp
@@ -53,7 +55,7 @@ from .websocket import WebSocketAmqp
 log = logging.getLogger(__name__)
 TRANSPORTS = ("amqps", "wss", "ws")
 LISTENER_FLAGS = {"amqp": "--port", "amqps": "--tls-port", "ws": "--ws-port", "wss": "--wss-port",
-                  "control": "--control-port"}
+                  "control": "--control-port", "kafka": "--kafka-port", "kafka_tls": "--kafka-tls-port"}
 
 
 class ListenError(InputError):
@@ -110,17 +112,23 @@ class EmulatorCore:
 
     def __init__(self, config: EmulatorConfig | str | None = None, host: str = "127.0.0.1", port: int = 0,
                  control_port: int | None = None, *, tls_port: int | None = 0, ws_port: int | None = 0,
-                 wss_port: int | None = 0, cert_dir: str | None = None) -> None:
+                 wss_port: int | None = 0, cert_dir: str | None = None, kafka_port: int | None = 0,
+                 kafka_tls_port: int | None = 0, kafka_connection_log: str | None = None) -> None:
         self.cfg = with_credentials(config if isinstance(config, EmulatorConfig) else load_config(config))
         self.host = host
         self.requested_port = port
         self.requested_control_port = control_port
-        self.requested = {"tls": tls_port, "ws": ws_port, "wss": wss_port}
+        self.requested = {"tls": tls_port, "ws": ws_port, "wss": wss_port, "kafka": kafka_port,
+                          "kafka_tls": kafka_tls_port}
         self.cert_dir = cert_dir
         self.port = 0
         self.tls_port: int | None = None
         self.ws_port: int | None = None
         self.wss_port: int | None = None
+        self.kafka_port: int | None = None  # Kafka protocol, SASL_PLAINTEXT (as Microsoft's emulator on 9092)
+        self.kafka_tls_port: int | None = None  # Kafka protocol, SASL_SSL (as the service on 9093)
+        self.kafka: KafkaEndpoint | None = None
+        self.kafka_connection_log = kafka_connection_log  # JSON lines, one per Kafka connection (kafka/server.py)
         self.ca_file: str | None = None
         self.tls_error: str | None = None  # why TLS listeners are missing, if they are
         self.control_port: int | None = None
@@ -150,7 +158,7 @@ class EmulatorCore:
     async def _start_listeners(self, loop, amqp, websocket) -> None:
         self.port = await self._listen(amqp, self.requested_port, listener="amqp")
         ssl_ctx = None
-        if self.requested["tls"] is not None or self.requested["wss"] is not None:
+        if any(self.requested[k] is not None for k in ("tls", "wss", "kafka_tls")):
             try:
                 files, self._owned_cert_dir = await loop.run_in_executor(None, ensure_certificates, self.cert_dir)
                 ssl_ctx = files.server_context()
@@ -164,6 +172,14 @@ class EmulatorCore:
             self.ws_port = await self._listen(websocket, self.requested["ws"], listener="ws")
         if ssl_ctx is not None and self.requested["wss"] is not None:
             self.wss_port = await self._listen(websocket, self.requested["wss"], ssl_ctx, listener="wss")
+        if self.requested["kafka"] is not None or self.requested["kafka_tls"] is not None:
+            self.kafka = KafkaEndpoint(self.broker, self.kafka_connection_log)
+        if self.requested["kafka"] is not None:
+            self.kafka_port = await self._listen(kafka_factory(self.kafka, "kafka"), self.requested["kafka"],
+                                                 listener="kafka")
+        if ssl_ctx is not None and self.requested["kafka_tls"] is not None:
+            self.kafka_tls_port = await self._listen(kafka_factory(self.kafka, "kafka_tls"),
+                                                     self.requested["kafka_tls"], ssl_ctx, listener="kafka_tls")
         if self.requested_control_port is not None:
             from .control import ControlServer
 
@@ -232,8 +248,14 @@ class EmulatorCore:
         return {
             "host": self.client_host(), "amqp_port": self.port, "amqps_port": self.tls_port,
             "ws_port": self.ws_port, "wss_port": self.wss_port, "websocket_path": WEBSOCKET_PATH,
+            "kafka_port": self.kafka_port, "kafka_tls_port": self.kafka_tls_port,
             "ca_file": self.ca_file, "tls_error": self.tls_error,
         }
+
+    def kafka_status(self) -> dict | None:
+        """Counts for the control API's /status: Kafka connections (also in the total), waiting fetches, producer
+        ids handed out; None when no Kafka listener runs."""
+        return None if self.kafka is None else self.kafka.status()
 
     def client_kwargs(self, transport: str = "amqps") -> dict:
         """SDK client keyword arguments that reach this emulator over ``transport`` (one of TRANSPORTS).
@@ -262,9 +284,11 @@ class EmulatorServer:
 
     def __init__(self, config: EmulatorConfig | str | None = None, host: str = "127.0.0.1", port: int = 0,
                  control_port: int | None = None, *, tls_port: int | None = 0, ws_port: int | None = 0,
-                 wss_port: int | None = 0, cert_dir: str | None = None) -> None:
+                 wss_port: int | None = 0, cert_dir: str | None = None, kafka_port: int | None = 0,
+                 kafka_tls_port: int | None = 0, kafka_connection_log: str | None = None) -> None:
         self.core = EmulatorCore(config, host, port, control_port, tls_port=tls_port, ws_port=ws_port,
-                                 wss_port=wss_port, cert_dir=cert_dir)
+                                 wss_port=wss_port, cert_dir=cert_dir, kafka_port=kafka_port,
+                                 kafka_tls_port=kafka_tls_port, kafka_connection_log=kafka_connection_log)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -343,6 +367,16 @@ class EmulatorServer:
     @property
     def wss_port(self) -> int | None:
         return self.core.wss_port
+
+    @property
+    def kafka_port(self) -> int | None:
+        """Kafka endpoint, SASL_PLAINTEXT + PLAIN (user ``$ConnectionString``, password a connection string)."""
+        return self.core.kafka_port
+
+    @property
+    def kafka_tls_port(self) -> int | None:
+        """Kafka endpoint, SASL_SSL + PLAIN, with the certificate ``ca_file`` verifies."""
+        return self.core.kafka_tls_port
 
     @property
     def ca_file(self) -> str | None:

@@ -5,7 +5,9 @@ The loss is exact: just before the cut the fault reads, with a plain SDK consume
 sit in the range it will remove (Event Hubs sends report no position, so this is how the checker learns them),
 then removes [first retained, cut) and reads the partition's new start. Under failOnDataLoss=true the project's
 source fails the query when a batch would start behind the first retained event; under false it skips the gap and
-reports it exactly.
+reports it exactly. Through the Kafka endpoint (`protocol = "kafka"`) Spark's Kafka source sees the same cut as a
+log start moved past its offsets (a fetch below it is OFFSET_OUT_OF_RANGE): under true it fails with
+KAFKA_DATA_LOSS, under false it goes on from the new log start; the loss is the same exact range.
 """
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from harness.faults import register
 from harness.backends.capabilities import EmulatorControl
 from harness.faults.base import Fault, FaultOptions, partitions_problem
 
-DATA_LOSS = "EventHubsDataLossError"  # what the project's Event Hubs source fails with (failOnDataLoss)
 
 
 class AgeOutOptions(FaultOptions):
@@ -49,4 +50,4 @@ class AgeOut(Fault):
         after = {p: o for p, o in backend.start_offsets(ctx.stream).items() if p in cut}
         self.effect.gap_visible = True  # the partition goes on: a source reading it sees exactly what is missing
         return {"start_before": before, "start_after": after, "placements_read": len(placements),
-                **self.declare_cut(ctx, before, after, DATA_LOSS)}
+                **self.declare_cut(ctx, before, after, ctx.scenario.backend.data_loss_failure)}

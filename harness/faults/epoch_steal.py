@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from harness.faults import register
-from harness.backends.capabilities import EmulatorControl
+from harness.backends.capabilities import EmulatorControl, EpochReceivers
 from harness.faults.base import Fault, FaultError, FaultOptions, partitions_problem
 
 
@@ -25,7 +25,7 @@ class EpochStealOptions(FaultOptions):
 @register
 class EpochSteal(Fault):
     kind = "epoch_steal"
-    capabilities = (EmulatorControl,)
+    capabilities = (EmulatorControl, EpochReceivers)
     Options = EpochStealOptions
     requires = "an Event Hubs emulator backend"
     eventhubs_control = {"hubs/<hub>/partitions/<p>/steal": "attach a higher-epoch reader held for hold_s"}

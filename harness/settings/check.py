@@ -35,6 +35,10 @@ from harness.suggest import did_you_mean, quote
 # What harness.backends.eventhubs.sender reads from the producers' settings that a scenario may give (the
 # connection string and send mode come from [backend]): name -> the smallest value it takes.
 EVENTHUBS_PRODUCER_SETTINGS = {"retry_total": 0, "max_batch_events": 1}
+# ... and, through the Kafka endpoint, the librdkafka settings the harness derives from [backend]
+# (harness.backends.eventhubs.kafka_endpoint: the same names)
+EVENTHUBS_KAFKA_PRODUCER_SET = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms",
+                                "sasl.username", "sasl.password", "ssl.ca.location")
 # Java client configs Kafka takes under a prefix: config providers (`config.providers.<name>.class`, `.param.`)
 JAVA_PREFIXES = ("config.providers.",)
 # broker configs per listener: `listener.name.<listener>.<config>` (and `.<mechanism>.sasl.jaas.config`)
@@ -194,6 +198,13 @@ def problems(scenario: Any) -> list[str]:
         found += broker_config_problems(scenario.backend.broker)
         found += librdkafka_problems("producers.client", scenario.producers.client)
         found += librdkafka_problems("backend.client", scenario.backend.client, env_suffix=True)
+    elif kind == "eventhubs" and getattr(scenario.backend, "protocol", "amqp") == "kafka":
+        # through the Kafka endpoint: Spark's Kafka source and librdkafka producers, judged as on Kafka
+        found += consumer_option_problems(scenario.spark.source_options)
+        found += [f"producers.client.{k}: set by the harness from [backend] (protocol = 'kafka': the endpoint, "
+                  "SASL PLAIN with $ConnectionString and the connection string, the emulator's CA)"
+                  for k in scenario.producers.client if k in EVENTHUBS_KAFKA_PRODUCER_SET]
+        found += librdkafka_problems("producers.client", scenario.producers.client)
     elif kind == "eventhubs":
         found += eventhubs_producer_problems(scenario.producers.client)
     return found

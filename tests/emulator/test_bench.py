@@ -23,3 +23,11 @@ def test_run_bench_small(tmp_path):
     cpu = result["rows"][2]  # the suite's row: the same two figures, measured side by side
     assert cpu["value"] == result["emulator_cpu_s_per_1k"] and cpu["reference"] == result["clients_cpu_s_per_1k"]
     assert cpu["ok"] is True
+    # the Kafka endpoint's phases: librdkafka clients moved every event (plus each producer's warm-up record)
+    for key in ("kafka_send_eps", "kafka_receive_eps", "kafka_emulator_cpu_s_per_1k", "kafka_clients_cpu_s_per_1k"):
+        assert isinstance(result[key], float) and result[key] > 0, key
+    assert result["kafka_events_sent"] == 6000 and result["kafka_events_received"] == 6002
+    kcpu = result["rows"][5]
+    assert kcpu["value"] == result["kafka_emulator_cpu_s_per_1k"]
+    assert kcpu["reference"] == result["kafka_clients_cpu_s_per_1k"]
+    assert kcpu["ok"] is (result["kafka_emulator_to_clients_cpu_ratio"] <= 0.5)

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from harness.backends import SPECS
-from harness.backends.capabilities import BrokerProcesses, EmulatorControl, ProxiedListener, TopicAdmin
+from harness.backends.capabilities import (BrokerProcesses, EmulatorControl, EpochReceivers, ProxiedListener,
+                                           TopicAdmin)
 from harness.config import ConfigError, load_scenario
 from harness.faults import FAULTS
 
@@ -29,7 +30,9 @@ def test_the_spec_names_its_spark_jars_and_capabilities_per_mode():
     assert spec().spark_jars == ("spark-kafka",) and spec(kind="eventhubs").spark_jars == ()
     assert spec().capabilities() == {TopicAdmin, BrokerProcesses, ProxiedListener}
     assert spec(mode="external", bootstrap_servers="127.0.0.1:9092").capabilities() == {TopicAdmin}
-    assert spec(kind="eventhubs").capabilities() == {EmulatorControl}
+    assert spec(kind="eventhubs").capabilities() == {EmulatorControl, EpochReceivers}
+    assert spec(kind="eventhubs", protocol="kafka").capabilities() == {EmulatorControl}
+    assert spec(kind="eventhubs", protocol="kafka").spark_jars == ("spark-kafka",)
     assert spec(kind="eventhubs", mode="namespace").capabilities() == frozenset()
 
 

@@ -1,5 +1,7 @@
 """What both Event Hubs backends share: partition positions read through the SDK, the producers' settings and
-the Spark source (the project's PySpark data source, harness.backends.eventhubs.spark_source).
+the Spark source (the project's PySpark data source, harness.backends.eventhubs.spark_source; or, with
+`protocol = "kafka"`, librdkafka producers and Spark's own Kafka source at the namespace's Kafka endpoint,
+harness.backends.eventhubs.kafka_endpoint).
 
 Positions are sequence numbers (what the source checkpoints): a partition's end is its last enqueued sequence
 number + 1, its start the first one still retained.
@@ -13,6 +15,8 @@ from typing import Any
 
 from harness import atomic
 from harness.backends.base import Backend, BackendError, SparkSource
+from harness.backends.eventhubs.kafka_endpoint import KafkaEndpoint, kafka_producer_settings, kafka_source_options
+from harness.jvm.artifacts import SPARK_KAFKA
 from harness.placements import PLACEMENT_COLUMNS
 
 
@@ -37,6 +41,8 @@ class EventHubsBackendBase(Backend):
     # exclusive (epoch) receivers keep every other reader of theirs out, as the service does
     observer_group = "$Default"
 
+    protocol = "amqp"  # "kafka": producers and the query go through the Kafka endpoint (use_protocol)
+
     def __init__(self) -> None:
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -44,6 +50,17 @@ class EventHubsBackendBase(Backend):
 
     def connection_string(self) -> str:  # the namespace's, without EntityPath
         raise NotImplementedError
+
+    def use_protocol(self, protocol: str) -> None:
+        """`kafka`: the producers are librdkafka's, whose acks name partition and offset (= sequence number), so
+        no read-back of placements is needed; the query reads with Spark's Kafka source. Positions (end and start
+        offsets, what faults and the drain use) stay the SDK's sequence numbers either way: the same numbers."""
+        self.protocol = protocol
+        self.sends_report_positions = protocol == "kafka"
+
+    def kafka_endpoint(self) -> KafkaEndpoint:
+        """Where this namespace's Kafka endpoint listens (once started)."""
+        raise BackendError("this Event Hubs backend has no Kafka endpoint")
 
     # -- positions ---------------------------------------------------------------------------------------------
     def _consumer(self, hub: str):
@@ -156,12 +173,18 @@ class EventHubsBackendBase(Backend):
 
     # -- producers and Spark -----------------------------------------------------------------------------------
     def producer_settings(self) -> dict[str, Any]:
+        if self.protocol == "kafka":
+            return kafka_producer_settings(self.connection_string(), self.kafka_endpoint())
         return {"connection_string": self.connection_string(), "send": self.send_mode}
 
     def remember_start(self, hub: str) -> None:
         self._created_at[hub] = self.end_offsets(hub)
 
     def spark_source(self, stream: str, options: dict[str, str]) -> SparkSource:
+        if self.protocol == "kafka":  # from where the hub stood when the run began, as below: offsets are seq numbers
+            opts = kafka_source_options(self.connection_string(), self.kafka_endpoint(), stream, options,
+                                                 starting=self._created_at.get(stream) or self.end_offsets(stream))
+            return SparkSource("kafka", opts, normalise="harness.spark.events:from_kafka", jars=(SPARK_KAFKA,))
         opts = {"eventhubs.connectionString": with_entity(self.connection_string(), stream)}
         if not any(k.lower() in ("eventhubs.startingposition", "eventhubs.startingpositions") for k in options):
             # read from where the hub stood when the run began: what the producers send, nothing older

@@ -6,7 +6,9 @@ string carrying it, which is the one this backend hands the producers, its own c
 run signs with the real key and a client that does not is refused here as it would be there. The key is the
 backend's own (made here, handed to the emulator in its environment, `--key-env`): the emulator's log and every
 file of the run say `${HARNESS_EMULATOR_KEY}` where it would be, and the harness remembers it as a secret
-(harness.secrets), so no record of the run holds it."""
+(harness.secrets), so no record of the run holds it. With `protocol = "kafka"` the emulator serves its Kafka
+endpoint too, and the producers and the query sign in there with the same connection string as SASL PLAIN
+password (harness.backends.eventhubs.kafka_endpoint)."""
 from __future__ import annotations
 
 import base64
@@ -22,6 +24,7 @@ from typing import Any
 from harness import atomic, secrets
 from harness.backends.base import BackendError
 from harness.backends.eventhubs.common import EventHubsBackendBase
+from harness.backends.eventhubs.kafka_endpoint import KafkaEndpoint
 from harness.supervisor import Child, Supervisor, log_lines, log_tail
 
 
@@ -32,8 +35,9 @@ class EmulatedEventHubs(EventHubsBackendBase):
     observer_group = "harness-observer"
 
     def __init__(self, hub: str, partitions: int, hub_config: dict[str, Any] | None = None,
-                 consumer_groups: list[str] | None = None, send: str = "partition_key"):
+                 consumer_groups: list[str] | None = None, send: str = "partition_key", kafka: bool = False):
         super().__init__()
+        self.kafka = kafka  # serve the Kafka endpoint too (kafka_port, kafka_tls_port)
         self.hub = hub
         self.partitions = partitions
         self.hub_config = dict(hub_config or {})
@@ -43,7 +47,8 @@ class EmulatedEventHubs(EventHubsBackendBase):
         self.supervisor: Supervisor | None = None
         self._conn = ""
         self.control_url = ""
-        self.endpoints: dict[str, str] = {}  # tls_port, ws_port, wss_port, ca_file as the emulator reported them
+        # tls_port, ws_port, wss_port, ca_file (and kafka_port, kafka_tls_port) as the emulator reported them
+        self.endpoints: dict[str, str] = {}
 
     def connection_string(self) -> str:
         return self._conn
@@ -67,10 +72,12 @@ class EmulatedEventHubs(EventHubsBackendBase):
         secrets.remember(sas_key)
         self.child = supervisor.spawn("eventhubs-emulator", [
             sys.executable, "-m", "harness.emulator", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
-            "--config", str(config), "--cert-dir", str(home / "tls"), "--key-env", KEY_ENV],
+            "--config", str(config), "--cert-dir", str(home / "tls"), "--key-env", KEY_ENV,
+            *(["--kafka-port", "0", "--kafka-tls-port", "0"] if self.kafka else ["--no-kafka"])],
             log_path=log, env={**os.environ, KEY_ENV: sas_key})  # TLS/WebSocket listeners too
         deadline = time.monotonic() + timeout
-        while not (self._conn and self.control_url and "wss_port" in self.endpoints):
+        last = "kafka_tls_port" if self.kafka else "wss_port"  # printed after the others
+        while not (self._conn and self.control_url and last in self.endpoints):
             if not self.child.alive():
                 raise BackendError(f"the Event Hubs emulator exited during start-up:\n{log_tail(log)}")
             if time.monotonic() > deadline:
@@ -81,9 +88,18 @@ class EmulatedEventHubs(EventHubsBackendBase):
                     self._conn = secrets.expand(value, {KEY_ENV: sas_key})
                 elif key == "control":
                     self.control_url = value
-                elif key in ("tls_port", "ws_port", "wss_port", "ca_file"):
+                elif key in ("tls_port", "ws_port", "wss_port", "ca_file", "kafka_port", "kafka_tls_port"):
                     self.endpoints[key] = value
             time.sleep(0.05)
+
+    def kafka_endpoint(self) -> KafkaEndpoint:
+        """The emulator's Kafka endpoint over TLS (SASL_SSL, as the service's 9093), its certificate signed by the
+        CA the emulator printed."""
+        port = self.endpoints.get("kafka_tls_port", "none")
+        if port == "none" or "ca_file" not in self.endpoints:
+            raise BackendError("the Event Hubs emulator serves no Kafka endpoint over TLS (its kafka_tls_port= line "
+                               f"says {port!r}); protocol = 'kafka' needs it")
+        return KafkaEndpoint("127.0.0.1", int(port), self.endpoints["ca_file"])
 
     def stop(self) -> None:
         self.close_clients()
@@ -112,6 +128,7 @@ class EmulatedEventHubs(EventHubsBackendBase):
                 from None
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "mode": "emulator", "send": self.send_mode, "endpoint": self._conn.split(";")[0],
+        return {"kind": self.kind, "mode": "emulator", "protocol": self.protocol,
+                **({} if self.protocol == "kafka" else {"send": self.send_mode}), "endpoint": self._conn.split(";")[0],
                 **self.endpoints}
 

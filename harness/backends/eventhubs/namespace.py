@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.backends.base import BackendError
 from harness.backends.eventhubs.common import EventHubsBackendBase
+from harness.backends.eventhubs.kafka_endpoint import KafkaEndpoint, namespace_endpoint
 from harness.supervisor import Supervisor
 
 
@@ -28,6 +29,13 @@ class NamespaceEventHubs(EventHubsBackendBase):
                                f"${self.env_var}, which is {'unset' if not conn else 'not a connection string'}")
         self._conn = conn
 
+    def kafka_endpoint(self) -> KafkaEndpoint:
+        """The namespace's Kafka endpoint: the connection string's host, port 9093, public certificates."""
+        try:
+            return namespace_endpoint(self._conn)
+        except ValueError as exc:
+            raise BackendError(f"${self.env_var}: {exc}") from None
+
     def stop(self) -> None:
         self.close_clients()
 
@@ -38,4 +46,5 @@ class NamespaceEventHubs(EventHubsBackendBase):
         self.remember_start(name)
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "mode": "namespace", "send": self.send_mode}
+        return {"kind": self.kind, "mode": "namespace", "protocol": self.protocol,
+                **({} if self.protocol == "kafka" else {"send": self.send_mode})}

@@ -1,5 +1,10 @@
 """The `[backend]` table for Event Hubs: the project's emulator (started and stopped by the run) or a real
-namespace (its connection string read from the environment, never from the scenario file)."""
+namespace (its connection string read from the environment, never from the scenario file), spoken to over AMQP
+(the SDK's producers, the project's PySpark source) or through its Kafka endpoint (`protocol = "kafka"`:
+librdkafka producers and Spark's own Kafka source, harness.backends.eventhubs.kafka_endpoint).
+
+Why the sender, key placement, batch cap and jars are properties here (class constants on the Kafka table): they
+follow the protocol, so on the Kafka path they are exactly the Kafka backend's."""
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -7,7 +12,9 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from harness.backends.base import Backend, BackendSpec
-from harness.backends.capabilities import Capability, EmulatorControl
+from harness.backends.capabilities import Capability, EmulatorControl, EpochReceivers
+from harness.backends.eventhubs.kafka_endpoint import SET_BY_HARNESS as KAFKA_SET_BY_HARNESS
+from harness.backends.kafka.spec import KafkaSpec
 from harness.suggest import did_you_mean
 
 # `[stream.config]` keys the emulator applies to the hub (its Config.json entity keys)
@@ -16,13 +23,28 @@ _SET_BY_HARNESS = {"eventhubs.connectionstring"}
 _PLACEHOLDER = "Endpoint=sb://validation.invalid/;SharedAccessKeyName=k;SharedAccessKey=v;EntityPath=hub"
 
 
+_AMQP = {"sender": "harness.backends.eventhubs.sender:EventHubsSender", "batch_cap_option": "maxEventsPerTrigger",
+         "batch_cap_exact": True, "placement": "eventhubs", "spark_jars": ()}
+# through the Kafka endpoint: the Kafka backend's producer, key placement (librdkafka's murmur2, the client picks
+# the partition), Spark's Kafka source and its cap (shared out per partition, rounded up: not exact)
+_KAFKA = {name: getattr(KafkaSpec, name) for name in _AMQP}
+# what the query fails with when events it had to read are gone and failOnDataLoss = true
+DATA_LOSS = {"amqp": "EventHubsDataLossError", "kafka": "KAFKA_DATA_LOSS"}
+
+
 class EventHubsSpec(BackendSpec):
-    sender = "harness.backends.eventhubs.sender:EventHubsSender"
-    batch_cap_option = "maxEventsPerTrigger"
-    batch_cap_exact = True
-    placement = "eventhubs"
+    sender = property(lambda self: self._by_protocol["sender"])  # type: ignore[assignment]
+    batch_cap_option = property(lambda self: self._by_protocol["batch_cap_option"])  # type: ignore[assignment]
+    batch_cap_exact = property(lambda self: self._by_protocol["batch_cap_exact"])  # type: ignore[assignment]
+    placement = property(lambda self: self._by_protocol["placement"])  # type: ignore[assignment]
+    spark_jars = property(lambda self: self._by_protocol["spark_jars"])  # type: ignore[assignment]
 
     kind: Literal["eventhubs"]
+    protocol: Literal["amqp", "kafka"] = Field("amqp", description=(
+        "amqp: the azure-eventhub SDK's producers and the project's PySpark source over AMQP | kafka: the "
+        "namespace's Kafka endpoint (SASL_SSL, PLAIN, user $ConnectionString, the connection string as password; "
+        "port 9093 of a namespace, the emulator's kafka_tls_port): librdkafka producers and Spark's own Kafka "
+        "source (format kafka, Spark's Kafka source option names)"))
     mode: Literal["emulator", "namespace", "container"] = Field("emulator", description=(
         "emulator: the project's (faults through its control API) | namespace: a real one, by connection string | "
         "container: Microsoft's emulator in Docker via testcontainers"))
@@ -37,6 +59,16 @@ class EventHubsSpec(BackendSpec):
         "$Default", description="namespace: the consumer group the harness reads with (faults' placement reads); "
                                 "give one the query does not use, or its exclusive receivers keep the harness out")
 
+    @property
+    def _by_protocol(self) -> dict:
+        return _KAFKA if self.protocol == "kafka" else _AMQP
+
+    @property
+    def data_loss_failure(self) -> str:
+        """What the query fails with under failOnDataLoss = true when events it had to read are gone: the project's
+        source's error, or Spark's Kafka source's error class."""
+        return DATA_LOSS[self.protocol]
+
     @model_validator(mode="after")
     def _groups(self):
         for group in self.consumer_groups:
@@ -44,8 +76,26 @@ class EventHubsSpec(BackendSpec):
                 raise ValueError(f"consumer_groups: {group!r} must be 1-50 characters")
         return self
 
+    @model_validator(mode="after")
+    def _kafka_protocol(self):
+        if self.protocol != "kafka":
+            return self
+        if self.mode == "container":
+            raise ValueError("protocol = 'kafka' with mode = 'container' is not supported: Microsoft's emulator "
+                             "serves Kafka on its fixed port 9092 in plain SASL_PLAINTEXT, and the harness maps the "
+                             "container's ports to free ones, which the broker's own address in its metadata "
+                             "answers would not follow; use mode = 'emulator' (the project's emulator serves the "
+                             "Kafka endpoint over TLS as the service does) or mode = 'namespace'")
+        if "send" in self.model_fields_set:
+            raise ValueError(f"send = {self.send!r} chooses how the SDK's producers address events (protocol = "
+                             "'amqp'); with protocol = 'kafka' the Kafka producer places keys itself (murmur2, as "
+                             "Java clients do): leave send out")
+        return self
+
     def capabilities(self) -> frozenset[type[Capability]]:
-        return frozenset({EmulatorControl}) if self.mode == "emulator" else frozenset()
+        if self.mode != "emulator":
+            return frozenset()
+        return frozenset({EmulatorControl} | ({EpochReceivers} if self.protocol == "amqp" else set()))
 
     def starting_title(self) -> str:
         return {"emulator": "starting the Event Hubs emulator", "container": "starting Microsoft's Event Hubs "
@@ -55,20 +105,33 @@ class EventHubsSpec(BackendSpec):
         if self.mode == "emulator":
             from harness.backends.eventhubs.emulated import EmulatedEventHubs
 
-            return EmulatedEventHubs(stream.name, stream.partitions, dict(stream.config),
-                                     consumer_groups=self.consumer_groups, send=self.send)
-        if self.mode == "container":
+            backend = EmulatedEventHubs(stream.name, stream.partitions, dict(stream.config),
+                                        consumer_groups=self.consumer_groups, send=self.send,
+                                        kafka=self.protocol == "kafka")
+        elif self.mode == "container":
             from harness.backends.eventhubs.container import ContainerEventHubs
 
-            return ContainerEventHubs(stream.name, stream.partitions, consumer_groups=self.consumer_groups,
-                                      send=self.send)
-        from harness.backends.eventhubs.namespace import NamespaceEventHubs
+            backend = ContainerEventHubs(stream.name, stream.partitions, consumer_groups=self.consumer_groups,
+                                         send=self.send)
+        else:
+            from harness.backends.eventhubs.namespace import NamespaceEventHubs
 
-        return NamespaceEventHubs(self.connection_string_env, send=self.send,
-                                  observer_group=self.observer_consumer_group)
+            backend = NamespaceEventHubs(self.connection_string_env, send=self.send,
+                                         observer_group=self.observer_consumer_group)
+        backend.use_protocol(self.protocol)
+        return backend
 
     def check_source_options(self, options: dict[str, Any]) -> None:
-        """The source's own parser judges names and values; the connection string is the harness's to give."""
+        """AMQP: the source's own parser judges names and values; the connection string is the harness's to give.
+        Kafka: Spark's Kafka source's names and values, as on the Kafka backend; the endpoint, the sign-in and the
+        topic are the harness's to give."""
+        if self.protocol == "kafka":
+            for key in options:
+                if key.lower() in {k.lower() for k in KAFKA_SET_BY_HARNESS}:
+                    raise ValueError(f"{key!r} is set by the harness from [backend] and [stream] (protocol = "
+                                     "'kafka': the endpoint, SASL PLAIN with the connection string, the hub as topic)")
+            KafkaSpec.check_source_options(KafkaSpec.model_construct(), options)
+            return
         from harness.backends.eventhubs.spark_source.options import (ALIASES, ALLOWED_OPTIONS,
                                                                        CONNECTOR_ONLY_OPTIONS, parse_options)
 

@@ -1,0 +1,363 @@
+"""The Kafka listeners' connection protocol (``KafkaSession``) and what all connections share (``KafkaEndpoint``).
+
+A connection reads size-prefixed request frames, answers them strictly one at a time and in order (as a Kafka
+broker does: it mutes a connection while one of its requests is in progress, which is what lets a Fetch long-poll
+without reordering responses), and writes each response as one ``size + header + body`` join.
+
+Hygiene, as the AMQP side has it: a size prefix above ``Emulator.MaxFrameSizeBytes`` (or below a header's size)
+closes the connection before any of the body is read; bytes of an unfinished request count towards the shared
+incomplete-frame budget (``Broker.hold``) with the requests read ahead and not yet answered, and the budget's
+evictions close the connection holding most; connections count
+towards ``MaxConnections`` (over it, the socket is closed at once: Kafka has no way to say why before a request);
+a connection that has not authenticated within 30 s or stays silent for ``IdleTimeoutSeconds`` is closed; while
+the client does not read its responses (the transport's write buffer is full) no further request is processed
+and reading pauses, so a slow reader holds at most one response and a bounded queue of requests.
+
+Faults reach these connections through the broker: ``drop_connections`` calls ``abort``/``close``, latency
+delays every response by ``broker.latency_s``, throttling is applied by the Produce and Fetch handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+import time
+from collections import deque
+from pathlib import Path
+
+import harness.emulator.kafka.apis as apis
+from harness.jsonl import append_jsonl
+from .wire import ProtocolError, Reader
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id (then client_id, nullable string)
+_CORR = struct.Struct(">i")
+_ZERO_TAGS = b"\x00"
+HANDSHAKE_TIMEOUT_S = 30.0  # from connect to a completed SaslAuthenticate
+QUEUE_BYTES = 8 * 1024 * 1024  # requests read ahead of the one being answered before reading pauses
+API_VERSIONS_KEY = 18
+CLUSTER_ID = "emulator-kafka-endpoint"  # 22 characters, like a Kafka cluster id's printed length
+BROKER_ID = 0
+
+
+class KafkaEndpoint:
+    """State shared by every Kafka connection of one emulator: the broker, consumer groups, producer ids.
+
+    ``groups`` is the consumer-group coordinator (groups.py), ``producers`` the idempotent-producer state
+    (producer id -> epoch, and per partition the last batch's sequence numbers, as a Kafka partition leader
+    keeps it). Hub faults reach waiting fetches through ``hub_changed`` (registered with the broker).
+
+    ``connection_log``: a JSON-lines file that gets one row per connection when its first request header is read
+    (``t`` = connect time, ``conn``, ``listener``, ``client_id``, ``api_key``, ``api_version``,
+    ``correlation_id``), the shape harness.netproxy writes, so a run counts Kafka consumer (re)creations on the
+    Event Hubs endpoint as it counts them through its proxy (harness.analysis.consumers).
+    """
+
+    def __init__(self, broker, connection_log: str | Path | None = None) -> None:
+        self.broker = broker
+        self.connection_log = Path(connection_log) if connection_log else None
+        self.connection_ids = itertools.count(1)
+        self.cluster_id = CLUSTER_ID
+        self.api_table = apis.TABLE
+        self.groups = apis.group_coordinator(broker)
+        self.next_producer_id = itertools.count(1000)
+        self.producer_epochs: dict[int, int] = {}
+        # PartitionLog -> {producer id: (epoch, first seq, last seq, base offset) of the last batch appended}
+        self.sequences: dict = {}
+        self.fetch_waiters: set = set()
+        broker.hub_listeners.append(self.hub_changed)
+
+    def advertised(self, session) -> tuple[str, int]:
+        """Where clients reach this broker: the address and port the client connected to."""
+        return session.local_host, session.local_port
+
+    def status(self) -> dict:
+        conns = [c for c in self.broker.connections if isinstance(c, KafkaSession)]
+        return {"connections": len(conns), "authenticated": sum(c.principal is not None for c in conns),
+                "requests": sum(c.requests_served for c in conns), "waiting_fetches": len(self.fetch_waiters),
+                "producer_ids": len(self.producer_epochs)}
+
+    def hub_changed(self, hub_name: str) -> None:
+        """A hub was deleted, recreated or aged out: wake every waiting fetch so it re-reads the partition."""
+        for waiter in list(self.fetch_waiters):
+            waiter.wake()
+        live = {id(p) for hub in self.broker.hubs.values() for p in hub.partitions.values()}
+        for key in [k for k in self.sequences if id(k) not in live]:
+            del self.sequences[key]
+
+
+class KafkaSession(asyncio.Protocol):
+    """One client connection on ``listener`` ("kafka" = SASL_PLAINTEXT, "kafka_tls" = SASL_SSL)."""
+
+    def __init__(self, endpoint: KafkaEndpoint, listener: str) -> None:
+        self.endpoint = endpoint
+        self.broker = endpoint.broker
+        self.listener = listener
+        self.client_id = ""
+        self.principal: str | None = None
+        self.sasl_mechanism: str | None = None  # set by a successful SaslHandshake
+        self.closed = False
+        self.transport: asyncio.Transport | None = None
+        self.peer = None
+        self.local_host = "127.0.0.1"
+        self.local_port = 0
+        self.requests_served = 0
+        self.connected_at = time.time()
+        self._logged = endpoint.connection_log is None
+        self._buf = bytearray()
+        self._queue: deque[bytes] = deque()
+        self._queued_bytes = 0
+        self._wake = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._reading_paused = False
+        self._task: asyncio.Task | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._handshake_due = 0.0
+        self._last_read = time.monotonic()
+        self._delayed: deque = deque()
+        self._delay_timer: asyncio.TimerHandle | None = None
+        self._max_request = self.broker.cfg.max_frame_size
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        if sock:
+            self.local_host = "127.0.0.1" if sock[0] in ("0.0.0.0", "::", "::1") else sock[0]
+            self.local_port = sock[1]
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024, low=1024 * 1024)
+        if self.broker.over_connection_limit():
+            log.info("kafka connection %s refused: Emulator.MaxConnections (%d) reached", self.peer,
+                     self.broker.cfg.max_connections)
+            self.closed = True
+            transport.abort()
+            return
+        self.broker.register(self)
+        self._handshake_due = time.monotonic() + HANDSHAKE_TIMEOUT_S
+        self._task = self.broker.loop.create_task(self._serve())
+        self._arm()
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        for handle in (self._timer, self._delay_timer):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._delay_timer = None
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._buf = bytearray()
+        self._queue.clear()
+        self._queued_bytes = 0
+        self._wake.set()
+        self._writable.set()
+        self.broker.unregister(self)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def eof_received(self):
+        return None  # the client is done: close our side too
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._last_read = time.monotonic()
+        buf = self._buf
+        buf += data
+        pos, end, limit = 0, len(buf), self._max_request
+        while end - pos >= 4:
+            size = _SIZE.unpack_from(buf, pos)[0]
+            if size < _HEADER.size + 2 or size > limit:
+                self._refuse(f"request size {size} outside 10..{limit} bytes (Emulator.MaxFrameSizeBytes)")
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            self._queue.append(frame)
+            self._queued_bytes += size
+        if pos:
+            del buf[:pos]
+            self._wake.set()
+        if self._queued_bytes > QUEUE_BYTES and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self.broker.hold(self, len(self._buf) + self._queued_bytes)
+
+    # ------------------------------------------------------------------ requests
+    async def _serve(self) -> None:
+        try:
+            while not self.closed:
+                if not self._queue:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                await self._writable.wait()
+                if self.closed:
+                    return
+                frame = self._queue.popleft()
+                self._queued_bytes -= len(frame)
+                self.broker.hold(self, len(self._buf) + self._queued_bytes)
+                if self._reading_paused and self._queued_bytes <= QUEUE_BYTES // 2:
+                    self._reading_paused = False
+                    self.transport.resume_reading()
+                await self._handle(frame)
+        except asyncio.CancelledError:
+            pass
+        except ProtocolError as exc:
+            log.info("kafka connection %s closed: %s", self.peer, exc)
+            self.close()
+        except Exception:  # a bug here must not take the emulator down: close this connection only
+            log.exception("internal error on kafka connection %s", self.peer)
+            self.close()
+
+    async def _handle(self, frame: bytes) -> None:
+        key, version, correlation = _HEADER.unpack_from(frame, 0)
+        r = Reader(frame, _HEADER.size)
+        self.client_id = r.nullable_string() or ""
+        if not self._logged:
+            self._log_connection(key, version, correlation)
+        api = apis.BY_KEY.get(key)
+        if api is None:
+            raise ProtocolError(f"API key {key} is not served by this endpoint (client {self.client_id!r})")
+        if self.principal is None and not api.before_auth:
+            raise ProtocolError(f"{api.name} before SASL authentication completed")
+        if not api.min_version <= version <= api.max_version:
+            if key == API_VERSIONS_KEY:  # answered in v0's shape, so any client can read which versions we have
+                self._respond(correlation, apis.unsupported_api_versions(), flexible=False)
+                return
+            raise ProtocolError(f"{api.name} v{version} is not supported "
+                                f"(v{api.min_version}..v{api.max_version})")
+        flex = api.flexible(version)
+        if flex:
+            r.tagged_fields()
+        body = await api.handler(self, version, r)
+        self.requests_served += 1
+        if body is not None and not self.closed:  # None: no response (Produce with acks=0)
+            self._respond(correlation, body, flexible=flex and key != API_VERSIONS_KEY)
+
+    def _log_connection(self, key: int, version: int, correlation: int) -> None:
+        self._logged = True
+        row = {"t": self.connected_at, "conn": next(self.endpoint.connection_ids), "listener": self.listener,
+               "client_id": self.client_id, "api_key": key, "api_version": version, "correlation_id": correlation}
+        try:
+            append_jsonl(self.endpoint.connection_log, row)
+        except OSError as exc:  # the log is evidence, not service: a full disk must not stop the endpoint
+            log.warning("kafka connection log %s: %s", self.endpoint.connection_log, exc)
+
+    def _respond(self, correlation: int, body: bytes, *, flexible: bool) -> None:
+        head = _CORR.pack(correlation) + (_ZERO_TAGS if flexible else b"")
+        self._write(b"".join((_SIZE.pack(len(head) + len(body)), head, body)))
+
+    def _write(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        delay = self.broker.latency_s
+        if delay > 0 or self._delayed:
+            self._delayed.append((time.monotonic() + delay, data))
+            if self._delay_timer is None:
+                self._delay_timer = self.broker.loop.call_later(delay, self._drain_delayed)
+            return
+        transport.write(data)
+
+    def _drain_delayed(self) -> None:
+        self._delay_timer = None
+        now = time.monotonic()
+        while self._delayed and self._delayed[0][0] <= now + 0.0005:
+            data = self._delayed.popleft()[1]
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.write(data)
+        if self._delayed:
+            self._delay_timer = self.broker.loop.call_later(max(0.0, self._delayed[0][0] - now),
+                                                            self._drain_delayed)
+
+    def authenticated(self, principal: str) -> None:
+        """SaslAuthenticate succeeded: other APIs are allowed from now on."""
+        self.principal = principal
+        self._arm()
+
+    # ------------------------------------------------------------------ closing (also the broker's fault calls)
+    def _refuse(self, why: str) -> None:
+        log.info("kafka connection %s closed: %s", self.peer, why)
+        self.close()
+
+    def refuse_buffered(self, condition: str, description: str) -> None:
+        """The namespace-wide budget for incomplete frames ran out and we held most (Broker.hold)."""
+        self._buf = bytearray()
+        self._queue.clear()
+        self._queued_bytes = 0
+        self._refuse(f"{condition}: {description}")
+
+    def close(self, condition: str | None = None, description: str | None = None, *, linger: bool = False) -> None:
+        """Close after pending (possibly delayed) responses; Kafka has no goodbye frame to carry ``condition``."""
+        if self.closed:
+            return
+        self.closed = True
+        self._wake.set()
+        if condition:
+            log.info("closing kafka connection %s: %s %s", self.peer, condition, description)
+        if self._delayed:
+            self.broker.loop.call_later(self.broker.latency_s + 0.01, self._close_transport)
+        else:
+            self._close_transport()
+
+    def _close_transport(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Drop the TCP connection at once (fault injection, shutdown)."""
+        self.closed = True
+        self._wake.set()
+        if self.transport is not None:
+            self.transport.abort()
+
+    # ------------------------------------------------------------------ the connection's one timer
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.closed:
+            return
+        if self.principal is None:
+            due = self._handshake_due
+        elif self.broker.cfg.idle_timeout_s:
+            due = self._last_read + self.broker.cfg.idle_timeout_s
+        else:
+            return
+        self._timer = self.broker.loop.call_at(max(due, time.monotonic() + 0.01), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        now = time.monotonic()
+        if self.principal is None and now >= self._handshake_due:
+            self._refuse("SASL authentication not completed in time")
+            return
+        idle = self.broker.cfg.idle_timeout_s
+        if self.principal is not None and idle and now - self._last_read >= idle and not self._busy():
+            self._refuse(f"inactive for more than {int(idle * 1000)} ms")
+            return
+        self._arm()
+
+    def _busy(self) -> bool:
+        """A long-polling fetch is not idleness."""
+        return bool(self._queue) or any(w.session is self for w in self.endpoint.fetch_waiters)
+
+
+def kafka_factory(endpoint: KafkaEndpoint, listener: str):
+    def make() -> KafkaSession:
+        return KafkaSession(endpoint, listener)
+
+    return make
