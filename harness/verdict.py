@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 
 from harness import atomic, clocks, environment
-from harness.analysis.consumers import consumer_summary, read_connections
+from harness.analysis.consumers import connections_file, consumer_summary, read_connections
 from harness.analysis.lag import lag_series, lag_summary
 from harness.analysis.producers import rate_accuracy, skew_section
 from harness.analysis.progress import batch_stats, epoch_s
@@ -151,8 +151,14 @@ def fill_figures(result: RunResult, run: RunView) -> None:
         result.placement = {"error": f"reading Spark's event log (spark/events/) failed: {exc!r}"}
     try:  # a report, not a check: the TCP proxy's records (Kafka with backend.proxy or a network fault)
         result.consumers = consumer_summary(read_connections(run_dir) or [], run.progress)
+        if result.consumers:
+            result.consumers["records"] = str(connections_file(run_dir))
+        elif getattr(s.backend, "protocol", None) == "kafka":  # Event Hubs' Kafka endpoint, nothing recorded
+            result.consumers = {"created": None, "unknown": (
+                "Kafka consumers created: unknown (no connection records: only the project's emulator writes them, "
+                "services/eventhubs/kafka-connections.jsonl; a namespace's Kafka endpoint cannot be watched)")}
     except Exception as exc:  # noqa: BLE001
-        result.consumers = {"error": f"reading the proxy's connection records failed: {exc!r}"}
+        result.consumers = {"error": f"reading the connection records failed: {exc!r}"}
     result.resources = run.resources
     try:  # a figure, not a check: how much of the machine's CPU the harness took from what it measured
         result.footprint = run_footprint(run_dir, run.t0, run.t0 + s.producers.warmup_s + s.producers.duration_s)

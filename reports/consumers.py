@@ -8,8 +8,12 @@ def consumers_section(summary: dict) -> list[str]:
         return []
     if "error" in summary:
         return ["", "## Kafka consumers created", summary["error"]]
+    if "unknown" in summary:
+        return ["", "## Kafka consumers created", summary["unknown"]]
     first = summary["first_data_batch"]
-    lines = ["", "## Kafka consumers created (the TCP proxy's connection records)",
+    whose = ("the Event Hubs emulator's Kafka connection records" if "eventhubs" in summary.get("records", "")
+             else "the TCP proxy's connection records")
+    lines = ["", f"## Kafka consumers created ({whose})",
              f"{summary['created']:,} executor consumers created ({summary['connections']:,} connections, "
              f"{summary['client_ids']:,} distinct client.ids); "
              + (f"{summary['created_in_first_data_batch']:,} in the first batch that read rows (batch {first}), "

@@ -335,7 +335,8 @@ def clients_chart(run: dict) -> Chart | None:
     eh = (result.get("source") or {}).get("per_batch") or {}
     if kafka:
         bars = {"created": {int(b): v.get("created", 0) for b, v in kafka.items()}}
-        what, source = "Kafka consumers", "the TCP proxy's connection records (a new client instance)"
+        what, source = "Kafka consumers", ("the Event Hubs emulator's" if "eventhubs" in str(
+            result["consumers"].get("records", "")) else "the TCP proxy's") + " connection records (a new client instance)"
     elif eh:
         bars = {k: {int(b): v.get(k, 0) for b, v in eh.items()} for k in ("created", "reused", "mismatch")}
         what, source = "Event Hubs receivers", "the source's own task records"

@@ -12,6 +12,11 @@ first request it ever sends (correlation id 0) and a client.id of its own within
 Both together count instances even when several executor JVMs hand out the same client.ids (local-cluster: each
 JVM numbers its consumers from 1). Which executor created a consumer the proxy cannot tell (every executor
 connects from 127.0.0.1). A pure function of the records: no run directory needed but for `read_connections`.
+
+Event Hubs through its Kafka endpoint (protocol = "kafka", the project's emulator) needs no proxy: the emulator
+writes the same rows itself (services/eventhubs/kafka-connections.jsonl, `--kafka-connection-log`), one per Kafka
+connection with its first request header; they carry no role, so it is derived from the client.id here exactly as
+the proxy derives it (harness.netproxy.role).
 """
 from __future__ import annotations
 
@@ -21,14 +26,26 @@ from typing import Any
 
 from harness.jsonl import read_jsonl
 from harness.analysis.progress import epoch_s
+from harness.netproxy import role as client_role
 
 CONNECTIONS = Path("services") / "proxy" / "connections.jsonl"
+EMULATOR_CONNECTIONS = Path("services") / "eventhubs" / "kafka-connections.jsonl"  # the Event Hubs emulator's
+
+
+def connections_file(run_dir: Path) -> Path | None:
+    """Where the run's connection records are, relative to the run directory: the proxy's (Kafka with
+    backend.proxy or a network fault) or else the Event Hubs emulator's Kafka endpoint's; None when neither."""
+    return next((rel for rel in (CONNECTIONS, EMULATOR_CONNECTIONS) if (run_dir / rel).exists()), None)
 
 
 def read_connections(run_dir: Path) -> list[dict] | None:
-    """The proxy's records; None when the run had no proxy (no file)."""
-    path = run_dir / CONNECTIONS
-    return read_jsonl(path) if path.exists() else None
+    """The records (`connections_file`), each with its role (the emulator's rows have none: derived from the
+    client.id as the proxy does); None when the run recorded no connections (no file)."""
+    rel = connections_file(run_dir)
+    if rel is None:
+        return None
+    return [row if "role" in row else {**row, "role": client_role(row.get("client_id"))}
+            for row in read_jsonl(run_dir / rel)]
 
 
 def creations(connections: list[dict]) -> list[dict]:

@@ -38,6 +38,13 @@ def test_ehk_steady_reads_every_event_once_through_the_kafka_endpoint(harness_en
     assert c["lost"] == c["duplicates"] == c["misplaced"] == 0
     assert by_name["offsets_match"]["ok"] and by_name["drained"]["ok"] and by_name["order"]["ok"]
     assert result["backend_info"]["protocol"] == "kafka" and result["backend_info"]["kafka_tls_port"] not in ("", "none")
+    # consumers created, from the emulator's own connection records: Spark's Kafka source reads on executors, each
+    # executor JVM (local[2]: the one JVM) creating its pooled consumers, client.id `consumer-spark-kafka-source-
+    # ...-executor-N`, each opening a bootstrap connection and one to the broker
+    consumers = result["consumers"]
+    assert consumers["records"] == "services/eventhubs/kafka-connections.jsonl", consumers
+    assert consumers["created"] >= 1 and consumers["connections"] >= consumers["created"], consumers
+    assert "## Kafka consumers created (the Event Hubs emulator's" in (tmp_path / "run" / "report.md").read_text()
     # the connection string is the SASL password: no file of the run holds its key
     values = secret_values(tmp_path / "run")
     assert all(v in (b"***", b"") or re.fullmatch(rb"\$\{[A-Za-z0-9_]+\}", v) for v in values), values
@@ -51,6 +58,9 @@ def test_eh_parity_puts_both_protocols_side_by_side(harness_env, tmp_path):
     rows = {r["values"]["backend.protocol"]: r for r in sweep["runs"]}
     assert set(rows) == {"amqp", "kafka"} and all(r["verdict"] == "pass" for r in rows.values())
     assert rows["amqp"]["receivers_created"] and rows["kafka"]["receivers_created"] is None
+    # Kafka: consumers created, from the emulator's connection records; each of the two executor JVMs keeps its own
+    # consumer pool, and both ran tasks (below), so at least one each
+    assert rows["kafka"]["consumers_created"] >= 2 and rows["amqp"]["consumers_created"] is None
     for row in rows.values():  # placement on the two executors, from Spark's own event log
         assert len(row["tasks_per_executor"]) == 2 and row["same_executor_as_last_batch"] is not None
     text = (tmp_path / "sweep" / "sweep.md").read_text()

@@ -67,13 +67,18 @@ class EmulatedEventHubs(EventHubsBackendBase):
         config, log = home / "Config.json", home / "emulator.log"
         atomic.write_json(config, self.config_json())
         log.unlink(missing_ok=True)
+        # one row per Kafka connection, inside the run directory (a copied run re-judges the same): the consumers
+        # Spark's executors create, counted as through the proxy (harness.analysis.consumers)
+        connections = home / "kafka-connections.jsonl"
+        connections.unlink(missing_ok=True)
         self.supervisor = supervisor
         sas_key = base64.b64encode(os.urandom(32)).decode("ascii")  # shaped like Azure's
         secrets.remember(sas_key)
         self.child = supervisor.spawn("eventhubs-emulator", [
             sys.executable, "-m", "harness.emulator", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
             "--config", str(config), "--cert-dir", str(home / "tls"), "--key-env", KEY_ENV,
-            *(["--kafka-port", "0", "--kafka-tls-port", "0"] if self.kafka else ["--no-kafka"])],
+            *(["--kafka-port", "0", "--kafka-tls-port", "0", "--kafka-connection-log", str(connections)]
+              if self.kafka else ["--no-kafka"])],
             log_path=log, env={**os.environ, KEY_ENV: sas_key})  # TLS/WebSocket listeners too
         deadline = time.monotonic() + timeout
         last = "kafka_tls_port" if self.kafka else "wss_port"  # printed after the others

@@ -51,8 +51,11 @@ class KafkaEndpoint:
     (producer id -> epoch, and per partition the last batch's sequence numbers, as a Kafka partition leader
     keeps it). Hub faults reach waiting fetches through ``hub_changed`` (registered with the broker).
 
-    ``connection_log``: a JSON-lines file that gets one row per connection when its first request header is read
-    (``t`` = connect time, ``conn``, ``listener``, ``client_id``, ``api_key``, ``api_version``,
+    ``connection_log``: a JSON-lines file that gets one row per connection when its first request after the
+    sign-in is read: the requests before it carry the client library's own correlation ids (the Java client's
+    reserved one for its SASL requests) and, from the Java admin client, no client.id, so only the first request
+    after SASL says which client instance this is and whether it is the instance's first connection (correlation
+    id 0). Connections that never sign in get no row (``t`` = connect time, ``conn``, ``listener``, ``client_id``, ``api_key``, ``api_version``,
     ``correlation_id``), the shape harness.netproxy writes, so a run counts Kafka consumer (re)creations on the
     Event Hubs endpoint as it counts them through its proxy (harness.analysis.consumers).
     """
@@ -224,7 +227,7 @@ class KafkaSession(asyncio.Protocol):
         key, version, correlation = _HEADER.unpack_from(frame, 0)
         r = Reader(frame, _HEADER.size)
         self.client_id = r.nullable_string() or ""
-        if not self._logged:
+        if not self._logged and self.principal is not None:
             self._log_connection(key, version, correlation)
         api = apis.BY_KEY.get(key)
         if api is None:
