@@ -278,12 +278,14 @@ def decode_batches(data, max_uncompressed: int = DEFAULT_MAX_FRAME_SIZE) -> list
 
 # ------------------------------------------------------------------------------------------------ encode
 
-_SMALL = [uvarint_bytes((v << 1) ^ (v >> 63)) for v in range(-64, 64)]  # zig-zag varints of one byte
+_SMALL_LIMIT = 4096  # zig-zag varints of |v| < 4096 (one or two bytes) come from a table: record lengths and
+# offset deltas are nearly always there, and a table look-up is ~4x cheaper per record than building the bytes
+_SMALL = [uvarint_bytes((v << 1) ^ (v >> 63)) for v in range(-_SMALL_LIMIT, _SMALL_LIMIT)]
 
 
 def _zz(v: int) -> bytes:
-    if -64 <= v < 64:
-        return _SMALL[v + 64]
+    if -_SMALL_LIMIT <= v < _SMALL_LIMIT:
+        return _SMALL[v + _SMALL_LIMIT]
     return uvarint_bytes((v << 1) ^ (v >> 63))
 
 
