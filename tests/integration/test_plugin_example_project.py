@@ -14,6 +14,8 @@ pytestmark = pytest.mark.integration
 EXAMPLE = REPO / "examples" / "team-project"
 
 
+@pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget (the plugin's fixtures and
+# failure messages stay in `make test`: test_plugin_fixtures.py, test_plugin_failure_message.py)
 def test_the_example_projects_tests_pass_through_the_plugin(tmp_path):
     junit = tmp_path / "junit.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -27,6 +27,7 @@ def launched_executors(run_dir: Path) -> dict[str, int]:
     return out
 
 
+@pytest.mark.slow  # `make test-slow`: keeps `make test` within its time budget
 def test_standalone_scenario_runs_on_the_workers_with_the_shipped_code(harness_runner, tmp_path):
     token = uuid.uuid4().hex
     out = tmp_path / "standalone"
