@@ -31,7 +31,9 @@ def secret_values(run_dir) -> set[bytes]:
 def test_ehk_steady_reads_every_event_once_through_the_kafka_endpoint(harness_env, tmp_path):
     """The real clients on both sides: what librdkafka's acks say (partition, offset) is where Spark's Kafka
     source found each event, and the drain reached the ends the SDK reads over AMQP (offsets = sequence numbers)."""
-    proc, result = run(harness_env, tmp_path / "run", "ehk-steady", "producers.duration_s=20")
+    # the scenario's own 30 s: at 20 s on a loaded 2-core machine the lag slope's error (a few samples after the
+    # first batch's consumer start-up) left `sustained` "cannot tell" once in a fresh-clone CI
+    proc, result = run(harness_env, tmp_path / "run", "ehk-steady")
     assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]
     c, by_name = result["counts"], checks(result)
     assert c["produced"] == c["acked"] == c["delivered_unique"] > 0
