@@ -60,10 +60,16 @@ def test_the_result_says_what_share_of_the_cpu_the_harness_took(steady_run):
             rows.setdefault(row["t"], 0.0)
             rows[row["t"]] += row["cpu_s"]  # each process's CPU so far, written just after second t ended
 
-    def cpu_at(t: float) -> float:  # linear between the rows' ends (t + 1)
-        lo = max(s for s in rows if s + 1 <= t)
-        hi = min(s for s in rows if s + 1 >= t)
-        return rows[lo] if hi == lo else rows[lo] + (rows[hi] - rows[lo]) * (t - lo - 1) / (hi - lo)
+    seconds = sorted(rows)
+
+    def cpu_at(t: float) -> float:
+        """Linear between the rows' ends (t + 1); a window edge in the first second (the sampler's first interval
+        may begin before the first row is written) or after the last row is extrapolated from the nearest two."""
+        lo = max((s for s in seconds if s + 1 <= t), default=seconds[0])
+        hi = min((s for s in seconds if s + 1 >= t and s > lo), default=None)
+        if hi is None:  # beyond the last row: the last two rows' slope
+            lo, hi = seconds[-2], seconds[-1]
+        return rows[lo] + (rows[hi] - rows[lo]) * (t - lo - 1) / (hi - lo)
 
     own = cpu_at(foot["covered_to_t"]) - cpu_at(foot["covered_from_t"])
     assert abs(foot["by_role"]["producer"] - own) <= 0.25 * own + 0.1, (foot["by_role"]["producer"], own)

@@ -1,4 +1,8 @@
+import json
+import time
+
 from harness.analysis.lag import lag_series, lag_summary
+from harness.lag_sampler import LagSampler
 
 
 def progress(batch, start_iso, duration_ms, ends):
@@ -34,3 +38,17 @@ def test_batches_cut_by_the_per_trigger_cap_are_counted_from_what_the_source_rep
     stats = batch_stats([batch(0, 100, 100, 250), batch(1, 100, 200, 250), batch(2, 50, 250, 250),
                          batch(3, 0, 250, 250)])
     assert stats["rate_limited"] == {"batches": 2, "of": 3, "backlog_left_max": 150}
+
+
+def test_the_sampler_takes_one_more_sample_when_stopped(tmp_path):
+    """A query that catches up in its last batch, less than an interval before the run stops it, is seen back
+    only by a sample taken at the stop: without it the fault before is 'never recovered'."""
+    ends = iter([{0: 5}, {0: 9}])
+    sampler = LagSampler(tmp_path / "lag.jsonl", lambda: next(ends), interval=60.0)
+    sampler.start()
+    time.sleep(0.2)  # the first sample taken; the next is a minute away
+    stopped_at = time.time()
+    sampler.stop()
+    assert not sampler.is_alive()
+    rows = [json.loads(line) for line in (tmp_path / "lag.jsonl").read_text().splitlines()]
+    assert [r["end"] for r in rows] == [{"0": 5}, {"0": 9}] and rows[0]["t"] < stopped_at <= rows[1]["t"]
