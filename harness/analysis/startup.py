@@ -25,7 +25,8 @@ BROKER_STEPS = (
     ("backend_started", "backend_started", "broker up"),
     ("backend_ready", "backend_ready", "stream created"),
 )
-# once the stream exists the producer processes start beside the query and wait, ready, for the runner's go
+# once the driver's session is ready the producer processes start beside the query and wait, ready, for the
+# runner's go
 PRODUCER_STEPS = (
     ("producers_launched", "producers_launched", "producer processes started"),
     ("producers_ready", "producers_ready", "producers ready (client connected, waiting for the go)"),
@@ -130,7 +131,7 @@ def describe(startup: dict[str, Any]) -> list[str]:
             f"Why the first batch with data came {gap['first_batch_to_first_data_s']:.1f} s after the first batch: "
             + (f"the producers started {abs(lead):.1f} s {'before' if lead < 0 else 'after'} it (once the query's "
                "starting offsets were fixed: it reads from the latest offsets, so nothing may be sent before"
-               + ("; their processes started beside the query and waited, ready, for that moment" if
+               + ("; their processes started once the driver's session was ready and waited, ready, for that moment" if
                   "producers_ready" in by_key else "; plus the producer processes' own start-up")
                + "), " if lead is not None else "")
             + (f"the batch began {wait:.1f} s after the first events (its trigger, or the batch before it "

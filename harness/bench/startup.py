@@ -14,8 +14,8 @@ own, copied there with the times the driver took them) and progress.jsonl, as se
   query started     writeStream.start() returned (driver_query_started); its starting offsets fixed (Kafka's
                     source wrote them to the checkpoint, or the first batch was recorded): the runner lets the
                     producers start (query_started)
-  producers ready   the producer processes, started once the stream exists, connected and waiting for the go
-                    (producers_ready)
+  producers ready   the producer processes, started once the driver's session is ready, connected and waiting
+                    for the go (producers_ready)
   first data batch  the end of the first batch that read rows (its progress: timestamp + triggerExecution); the
                     producers start a moment (0.25 s) after `query started`, and the trigger is 1 s, in both modes
 
@@ -23,10 +23,16 @@ Four ways, alternately: `side_by_side` (what `harness run` does), `sequential` (
 driver: what side by side saves), `no_cds` (side by side without the JVMs' class archives, HARNESS_CDS=0:
 what harness.jvm.cds saves; the way every run started before it) and `producers_at_go` (the producer processes
 started only once the offsets are fixed, with 1.5 s for their own start-up, HARNESS_PRODUCERS_AT_GO: what
-starting them early and waiting for the go saves). The producer lead is measured from the starting offsets
+starting them at the session and waiting for the go saves; started as the stream existed, before the session,
+their second of CPU came out of the driver JVM's start). The producer lead is measured from the starting offsets
 fixed, so the broker's and the driver's noise stays out of it. The goal: the first data batch within 10 s of
 the launch. The archives are made once per jar set and JDK, by a run that ends normally: when one is missing, a
 short complete run (not timed) makes them first, so the figures are those of every run after the first.
+
+Then Spark alone (harness.bench.spark_alone), as many times as each way above: a bare PySpark process, with the
+same query, sink, trigger and Spark settings as the harness's side-by-side run, reading a topic filled beforehand
+(one second of steady's traffic) on a broker already up. Its launch to its first data batch is the floor no
+harness can go under on this machine; the harness's own part is its first data batch minus that floor.
 
 Then a sweep of two points of `steady` (10 s of traffic each), once with its one shared broker
 (harness.commands.shared_broker) and once with a broker per point (HARNESS_SHARED_BROKER=0): each point's
@@ -50,15 +56,17 @@ from pathlib import Path
 
 from harness import atomic
 from harness.bench import row
-from harness.console import Console
 from harness.commands.shared_broker import SHARED_ENV
+from harness.config import load_scenario
+from harness.console import Console
 from harness.jsonl import read_jsonl
 from harness.jvm import cds
 from harness.jvm.artifacts import KAFKA_BROKER, SPARK_KAFKA, resolve
 from harness.paths import SCENARIOS_DIR
 from harness.runner import PRODUCERS_AT_GO_ENV, SEQUENTIAL_START_ENV
-from harness.spark.process import driver_classpath
+from harness.spark.process import driver_classpath, driver_env
 from harness.supervisor import Supervisor, wait_until
+from producers.event import encode, pad_lengths
 
 # (key, timeline event, label) in the order they happen when started side by side
 MILESTONES = (
@@ -69,7 +77,7 @@ MILESTONES = (
     ("broker_up", "backend_started", "broker up"),
     ("stream_created", "backend_ready", "stream created"),
     ("query_started", "driver_query_started", "query started (writeStream.start)"),
-    ("producers_ready", "producers_ready", "producers ready (started beside the query, waiting for the go)"),
+    ("producers_ready", "producers_ready", "producers ready (started at the session, waiting for the go)"),
     ("first_batch_recorded", "query_started", "starting offsets fixed (producers may start)"),
     ("traffic_start", "traffic_start", "traffic starts (the producers' go, plus its lead)"),
 )
@@ -78,6 +86,7 @@ MODE_ENV = {"side_by_side": {}, "sequential": {SEQUENTIAL_START_ENV: "1"}, "no_c
             "producers_at_go": {PRODUCERS_AT_GO_ENV: "1"}}
 GOAL_S = 10.0  # the first data batch within this many seconds of `harness run` (issue 21)
 SWEEP_POINTS, SWEEP_TRAFFIC_S = 2, 10
+SPARK_ALONE_EVENT_BYTES = 256  # steady's payload
 
 
 def _epoch(ts: str) -> float:
@@ -127,6 +136,69 @@ def one_run(work: Path, sup: Supervisor, mode: str, n: int, timeout: float) -> d
                              read_jsonl(run_dir / "progress.jsonl"))}
 
 
+def fill(broker, topic: str, count: int, size: int) -> None:
+    """`count` events of `size` bytes in the producers' own format, at one intended second, acked."""
+    from confluent_kafka import Producer
+
+    producer = Producer(broker.producer_settings())
+    now = time.time()
+    for i, pad in enumerate(pad_lengths(0, 0, [size] * count)):
+        producer.produce(topic, encode(0, i, now, "x" * pad), key=str(i % 1000).encode())
+        producer.poll(0)
+    if producer.flush(60):
+        raise RuntimeError(f"Spark alone: {topic} not filled (events unacked after 60 s)")
+
+
+def spark_alone(work: Path, sup: Supervisor, template: Path, rounds: int, timeout: float = 300) -> list[dict]:
+    """Spark alone (harness.bench.spark_alone), `rounds` times, on one broker started here with steady's topic
+    filled beforehand (one second of its traffic); the query, sink, trigger and Spark settings (class archive
+    included) are those of the harness run in `template`. Seconds since each bare process's launch."""
+    scenario, _, _ = load_scenario("steady")
+    stream = scenario.stream
+    broker = scenario.backend.build(stream)
+    broker.start(work / "spark-alone-broker", sup)
+    try:
+        broker.create_stream(stream.name, stream.partitions, {k: str(v) for k, v in stream.config.items()})
+        fill(broker, stream.name, int(scenario.producers.rate.eps), SPARK_ALONE_EVENT_BYTES)
+        base = json.loads((template / "spark" / "job.json").read_text())
+        source = broker.spark_source(stream.name, scenario.source_options()).as_job()
+        out = []
+        for i in range(rounds):
+            d = work / f"spark-alone-{i}"
+            (d / "events").mkdir(parents=True)
+            job = {k: base[k] for k in ("master", "trigger", "query", "query_params", "sink")} | source
+            job |= {"conf": base["conf"] | {"spark.local.dir": str(d / "tmp"),
+                                            "spark.eventLog.dir": (d / "events").as_uri()},
+                    "checkpoint": str(d / "checkpoint"), "sink_path": str(d / "sink")}
+            atomic.write_json(d / "job.json", job)
+            launched = time.time()
+            child = sup.spawn(f"spark-alone-{i}", [sys.executable, "-m", "harness.bench.spark_alone",
+                                                   str(d / "job.json"), repr(launched), str(d / "phases.json")],
+                              log_path=d / "driver.log", env=driver_env(), cwd=d)
+            code = child.proc.wait(timeout)
+            if code != 0 or not (d / "phases.json").exists():
+                raise RuntimeError(f"Spark alone exited with {code} (see {d / 'driver.log'})")
+            out.append(json.loads((d / "phases.json").read_text()))
+    finally:
+        broker.stop()
+    return out
+
+
+def spark_alone_rows(side: dict, alone: list[dict]) -> list[dict]:
+    """The harness's run against Spark alone (medians): what of the start-up is Spark's own on this machine."""
+    med = {k: statistics.median(r[k] for r in alone) for k in ("session_ready", "query_started", "first_data_batch")}
+    rows = [row(f"Spark alone: {label}, s after its launch", med[key], "s")
+            for key, label in (("session_ready", "session ready"), ("query_started", "query started"),
+                               ("first_data_batch", "first data batch processed"))]
+    if side.get("first_data_batch") is not None:
+        rows.append(row("first data batch: harness run against Spark alone (broker up, topic filled beforehand)",
+                        side["first_data_batch"], "s", reference=med["first_data_batch"],
+                        reference_name="Spark alone"))
+        rows.append(row("the harness's own part of the start-up (its first data batch minus Spark alone's)",
+                        side["first_data_batch"] - med["first_data_batch"], "s"))
+    return rows
+
+
 def _env(extra: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ, CI="1")  # quiet progress
     for key in (SEQUENTIAL_START_ENV, cds.CDS_ENV, SHARED_ENV, PRODUCERS_AT_GO_ENV):
@@ -140,7 +212,8 @@ def archives_missing() -> list[str]:
         return []
     broker = os.pathsep.join(str(j) for j in resolve(KAFKA_BROKER))
     driver = driver_classpath({"spark.jars": ",".join(str(j) for j in resolve(SPARK_KAFKA))})
-    wanted = {"kafka-broker": [broker], "kafka-storage-tool": [broker], "spark-driver": driver}
+    # not the storage tool's: it runs once per Kafka build, its output kept (harness.backends.kafka.storage)
+    wanted = {"kafka-broker": [broker], "spark-driver": driver}
     return [role for role, cp in wanted.items() if not cds.looks_valid(cds.archive_path(role, cp))]
 
 
@@ -263,14 +336,19 @@ def run_bench(json_path: str | None = None, quick: bool = False, console: Consol
                 r = one_run(work, sup, mode, i, timeout=300)
             runs.append(r)
             console.info("  " + "  ".join(f"{k} {v:.1f}s" for k, v in r["phases"].items()))
+        template = work / f"{MODES.index('side_by_side'):02d}-side_by_side"  # its job.json: the same Spark settings
+        with console.step(f"Spark alone, {rounds}x: a bare PySpark process on a broker already up"):
+            alone = spark_alone(work, sup, template, rounds)
         sweeps = []
         for shared in (True, False):
             with console.step(f"a sweep of {SWEEP_POINTS} points, " + ("one shared broker" if shared else
                                                                          "a broker per point")):
                 sweeps.append(sweep_run(work, sup, shared))
     rows, medians = summarise(runs)
+    rows += spark_alone_rows(medians["side_by_side"], alone)
     rows += sweep_rows(*sweeps)
-    result = {"rows": rows, "medians_s": medians, "runs": runs, "sweeps": sweeps, "archives_made_first": primed,
+    result = {"rows": rows, "medians_s": medians, "runs": runs, "spark_alone": alone, "sweeps": sweeps,
+              "archives_made_first": primed,
               "scenario": "steady", "quick": quick,
               "statistic": "median of the runs each way, seconds since `harness run` was launched"}
     if json_path:

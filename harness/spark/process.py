@@ -63,6 +63,19 @@ EVENT_LOG_CONF = {
 }
 
 
+def driver_env(loopback: bool = True, python_path: list[str] | None = None) -> dict[str, str]:
+    """The environment a driver process runs in: this interpreter for the driver's and the workers' Python,
+    Spark bound to loopback (`loopback`), the pip-installed PySpark as its own SPARK_HOME, `python_path` first."""
+    env = dict(os.environ)
+    env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+    if loopback:
+        env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
+    env.pop("SPARK_HOME", None)
+    if python_path:
+        env["PYTHONPATH"] = os.pathsep.join(python_path + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
 def driver_classpath(conf: dict[str, str]) -> list[str]:
     """What the driver JVM's class archive is keyed by: Spark's own jars (the launcher's classpath), the jars
     and extra classpath the conf adds."""
@@ -140,6 +153,7 @@ class SparkQueryProcess:
             self.set_source(source)
         self.python_path = list(python_path or [])  # put first on PYTHONPATH: a user's query module lives there
         self.child: Child | None = None
+        self.started_at = 0.0  # when start() last launched the driver (its marks are the ones since)
         self.kills = 0
         self.restarts = 0
         self._killed = False  # the current process was killed on purpose: restart it
@@ -202,15 +216,21 @@ class SparkQueryProcess:
             (self.control / stale).unlink(missing_ok=True)
         self.status_path.unlink(missing_ok=True)
         secrets.ensure_key()  # the key a secret handed over later is sealed with (provide_source)
-        env = self._child_env = dict(os.environ)
-        env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
-        if self.loopback:
-            env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
-        env.pop("SPARK_HOME", None)  # the pip-installed PySpark is its own SPARK_HOME
-        if self.python_path:
-            env["PYTHONPATH"] = os.pathsep.join(self.python_path + [p for p in [env.get("PYTHONPATH")] if p])
+        env = self._child_env = driver_env(self.loopback, self.python_path)
+        self.started_at = time.time()  # this start's marks are the ones from now on
         self.child = self.supervisor.spawn("spark-query", [sys.executable, "-m", "harness.spark.query", str(job_path)],
                                            log_path=self.spark_dir / "driver.log", env=env, cwd=self.spark_dir)
+
+    def wait_session_ready(self, timeout: float) -> None:
+        """Until the driver's session is built (its `session_ready` mark), it has stopped, or `timeout` has
+        passed (wait_started then says why): what starts beside the driver after this takes no CPU from its
+        JVM's start."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not any(m["mark"] == "session_ready" and m["at"] >= self.started_at
+                                                      for m in self.marks()):
+            if self.child is None or not self.child.alive() or self.status().get("state") == "failed":
+                return
+            time.sleep(0.05)
 
     def wait_started(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

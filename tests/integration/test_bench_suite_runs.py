@@ -34,8 +34,9 @@ def test_startup_bench_starts_the_driver_beside_the_broker_only_side_by_side(tmp
     path = tmp_path / "startup.json"
     assert cli_main(["bench", "startup", "--quick", "--json", str(path)]) == 0
     data = json.loads(path.read_text())
-    side, seq, no_cds = data["runs"]
-    assert (side["mode"], seq["mode"], no_cds["mode"]) == ("side_by_side", "sequential", "no_cds")
+    side, seq, no_cds, at_go = data["runs"]
+    assert (side["mode"], seq["mode"], no_cds["mode"], at_go["mode"]) == ("side_by_side", "sequential", "no_cds",
+                                                                          "producers_at_go")
     for r in (side, seq, no_cds):
         p = r["phases"]
         assert 0 < p["harness_up"] < p["broker_up"] <= p["stream_created"]
@@ -50,6 +51,12 @@ def test_startup_bench_starts_the_driver_beside_the_broker_only_side_by_side(tmp
     assert fresh["broker"] == {"shared": False, "why_not": "HARNESS_SHARED_BROKER=0 in the environment"}
     for sweep in (shared, fresh):
         assert len(sweep["points"]) == 2 and all(p["first_data_batch"] > 0 for p in sweep["points"])
+    # Spark alone: a bare PySpark process read the whole filled second (steady's 3,000 events) in its first
+    # data batch, the run's first batch (the topic held them before it started)
+    (alone,) = data["spark_alone"]
+    assert 0 < alone["session_ready"] < alone["query_started"] < alone["first_data_batch"]
+    assert (alone["batch_id"], alone["rows"]) == (0, 3000)
     names = [r["name"] for r in data["rows"]]
     assert "first data batch, s after launch (goal <= 10 s)" in names
+    assert "Spark alone: first data batch processed, s after its launch" in names
     assert any(n.startswith("sweep of 2 points") for n in names)

@@ -67,11 +67,13 @@ def test_steady_passes_end_to_end(steady_run):
     # boundary either side), counted from the ack logs
     acks = load_acks(out / "producers")
     start_ms = float(json.loads((out / "producers" / "job.json").read_text())["start_at"]) * 1000.0
-    # the producer started beside the query, was ready before the go, and its schedule counts from the go's start
+    # the producer started once the driver's session was ready (not taking CPU from its start), was ready before
+    # the go, and its schedule counts from the go's start
     marks = {}
     for line in (out / "timeline.jsonl").read_text().splitlines():
         marks.setdefault(json.loads(line)["event"], json.loads(line))
     assert marks["backend_ready"]["t"] <= marks["producers_launched"]["t"] < marks["query_started"]["t"]
+    assert marks["driver_session_ready"]["t"] <= marks["producers_launched"]["t"]
     assert marks["producers_ready"]["t"] * 1000.0 < start_ms == marks["warmup_start"]["at"] * 1000.0
     assert json.loads((out / "producers" / "summary-0.json").read_text())["start_at"] * 1000.0 == start_ms
     assert start_ms <= acks["intended_ms"].min() < start_ms + 1000.0

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.startup import first_data_batch_end, phases, summarise
+from harness.bench.startup import first_data_batch_end, phases, spark_alone_rows, summarise
 
 LAUNCH = 1_000.0
 
@@ -67,3 +67,16 @@ def test_the_producer_lead_is_from_the_offsets_fixed_against_producers_started_a
     assert (traffic["value"], traffic["reference"], traffic["ok"]) == pytest.approx((0.3, 1.5, True))
     assert (first["value"], first["reference"], first["ok"]) == pytest.approx((2.8, 4.4, True))
     assert first["reference_name"] == "producers started at the go"
+
+
+def test_spark_alone_is_the_floor_and_the_harness_part_is_what_is_above_it():
+    alone = [{"session_ready": 5.0, "query_started": 6.0, "first_data_batch": 9.0},
+             {"session_ready": 7.0, "query_started": 8.0, "first_data_batch": 11.0},
+             {"session_ready": 6.0, "query_started": 7.5, "first_data_batch": 12.5}]
+    by_name = {r["name"]: r for r in spark_alone_rows({"first_data_batch": 12.0}, alone)}
+    assert by_name["Spark alone: session ready, s after its launch"]["value"] == 6.0
+    assert by_name["Spark alone: query started, s after its launch"]["value"] == 7.5
+    against = by_name["first data batch: harness run against Spark alone (broker up, topic filled beforehand)"]
+    assert (against["value"], against["reference"]) == (12.0, 11.0)
+    assert by_name["the harness's own part of the start-up (its first data batch minus Spark alone's)"]["value"] == 1.0
+    assert len(spark_alone_rows({"first_data_batch": None}, alone)) == 3  # no harness figure: the floor alone

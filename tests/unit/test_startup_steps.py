@@ -81,5 +81,5 @@ def test_producers_started_beside_the_query_are_timed_on_their_own_path():
     lines = describe(got)
     assert "beside it, broker up 4.0 (+4.0), stream created 4.5 (+0.5), producer processes started 4.6 (+0.1), " \
            "producers ready (client connected, waiting for the go) 6.4 (+1.8)." in lines[0]
-    assert "their processes started beside the query and waited, ready, for that moment" in lines[2]
+    assert "their processes started once the driver's session was ready and waited, ready, for that moment" in lines[2]
     assert "own start-up" in describe(startup_steps(TIMELINE, PROGRESS))[2]  # an older run: started at the go

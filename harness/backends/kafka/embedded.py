@@ -34,6 +34,7 @@ from harness.backends.base import BackendError
 import harness.backends.kafka.tls as tls_certs
 from harness.backends.kafka.admin import KafkaBackendBase, client_config
 import harness.backends.kafka.security as sec
+import harness.backends.kafka.storage as storage
 from harness.jvm import cds
 from harness.jvm.artifacts import resolve
 from harness.supervisor import Child, Supervisor
@@ -301,7 +302,13 @@ class EmbeddedKafka(KafkaBackendBase):
                 "EnvVarConfigProvider", "-cp", self.classpath, main, *args]
 
     def _format(self, node: Node) -> None:
-        # the storage tool is a JVM of its own each run: its classes archived too (harness.jvm.cds)
+        """The node's storage formatted: by the storage tool the first time for this Kafka build and these broker
+        settings, from what it wrote then after that (harness.backends.kafka.storage)."""
+        template = storage.template_dir(self.classpath, self.extra)
+        if template is not None and storage.from_template(template, node.home / "data", self.cluster_id,
+                                                          node.node_id):
+            return
+        # the storage tool is a JVM of its own: its classes archived too (harness.jvm.cds)
         cds_options, dump = cds.options("kafka-storage-tool", [self.classpath])
         # `--cluster-id=` keeps an id that starts with "-" (urlsafe base64 may) from reading as an option
         argv = self._java(node, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
@@ -312,6 +319,8 @@ class EmbeddedKafka(KafkaBackendBase):
             cds.promote(dump, [self.classpath])  # deletes it: a failed run's classes are no archive to keep
             raise BackendError(f"formatting Kafka storage failed: {proc.stderr[-2000:] or proc.stdout[-2000:]}")
         cds.promote(dump, [self.classpath])
+        if template is not None:
+            storage.keep(node.home / "data", template)
 
     def start_node(self, node: Node) -> None:
         """The node's JVM, with the broker's class archive (harness.jvm.cds); while there is none, one node
