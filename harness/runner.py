@@ -251,9 +251,10 @@ def start_query(ctx: RunContext) -> None:
             ctx.query.provide_source(source)
         else:
             ctx.query.start()
-        ctx.query.wait_session_ready(s.spark.start_timeout_s)
-        _prepare_producers(ctx)
-        ctx.query.wait_started(s.spark.start_timeout_s)
+        deadline = time.monotonic() + s.spark.start_timeout_s
+        if ctx.query.wait_session_ready(s.spark.start_timeout_s):  # else wait_started says what went wrong
+            _prepare_producers(ctx)
+        ctx.query.wait_started(max(0.0, deadline - time.monotonic()))
     _record_driver_marks(ctx)
     ctx.timeline.add("query_started")
 

@@ -221,16 +221,18 @@ class SparkQueryProcess:
         self.child = self.supervisor.spawn("spark-query", [sys.executable, "-m", "harness.spark.query", str(job_path)],
                                            log_path=self.spark_dir / "driver.log", env=env, cwd=self.spark_dir)
 
-    def wait_session_ready(self, timeout: float) -> None:
-        """Until the driver's session is built (its `session_ready` mark), it has stopped, or `timeout` has
-        passed (wait_started then says why): what starts beside the driver after this takes no CPU from its
-        JVM's start."""
+    def wait_session_ready(self, timeout: float) -> bool:
+        """Whether the driver's session got built (its `session_ready` mark) before it stopped or `timeout` passed
+        (wait_started then says why not): what starts beside the driver after this takes no CPU from its JVM's
+        start."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not any(m["mark"] == "session_ready" and m["at"] >= self.started_at
-                                                      for m in self.marks()):
+        while time.monotonic() < deadline:
+            if any(m["mark"] == "session_ready" and m["at"] >= self.started_at for m in self.marks()):
+                return True
             if self.child is None or not self.child.alive() or self.status().get("state") == "failed":
-                return
+                return False
             time.sleep(0.05)
+        return False
 
     def wait_started(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -246,7 +248,8 @@ class SparkQueryProcess:
             if state == "started" and (self.offsets_fixed() or progress.exists() and progress.stat().st_size > 0):
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"Spark query not running after {timeout:.0f}s (see {self.spark_dir / 'driver.log'})")
+        raise TimeoutError(f"Spark query not running after {time.time() - self.started_at:.0f}s (since its driver "
+                           f"started; see {self.spark_dir / 'driver.log'})")
 
     def offsets_fixed(self) -> bool:
         """Spark's Kafka source writes the query's starting offsets (resolved from `startingOffsets`) to
