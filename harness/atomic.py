@@ -45,15 +45,20 @@ def file_mode() -> int:
 def write_text(path: str | os.PathLike, text: str, mode: int | None = None, scrubbed: bool = False) -> None:
     """`text` in `path`, whole or not at all; `mode` for a file that must stay private (a key: 0o600), else the
     mode a new file gets (file_mode). `scrubbed`: the caller scrubbed it already (write_json, string by string)."""
-    path = Path(path)
     if mode is None and not scrubbed:
         text = secrets.scrub(text)
+    write_bytes(path, text.encode("utf-8"), mode)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
+    """`data` in `path`, whole or not at all, as it is (a binary file is no text to scrub); `mode` as write_text's."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), file_mode() if mode is None else mode)
-            f.write(text)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -42,8 +42,9 @@ TOPIC, PARTITIONS, SIZE = "bench-query", 8, 256
 GOAL_RATIO = 0.95
 
 
-def fill(bootstrap: str, events: int) -> None:
-    """`events` harness events of SIZE bytes (the producers' own encoding), keyed round robin, acks=all."""
+def fill(bootstrap: str, events: int, topic: str = TOPIC, partitions: int = PARTITIONS, size: int = SIZE) -> None:
+    """`events` harness events of `size` bytes (the producers' own encoding), spread over `partitions` round robin,
+    acks=all, at one intended time; every one acked or an error."""
     from confluent_kafka import Producer
 
     from producers.event import encode_many, pad_lengths
@@ -59,11 +60,11 @@ def fill(bootstrap: str, events: int) -> None:
     step, now = 10_000, time.time()
     for seq0 in range(0, events, step):
         n = min(step, events - seq0)
-        pads = ["x" * k for k in pad_lengths(0, seq0, [SIZE] * n)]
+        pads = ["x" * k for k in pad_lengths(0, seq0, [size] * n)]
         for i, value in enumerate(encode_many(0, seq0, [now] * n, pads)):
             while True:
                 try:
-                    producer.produce(TOPIC, value, partition=(seq0 + i) % PARTITIONS, on_delivery=on_delivery)
+                    producer.produce(topic, value, partition=(seq0 + i) % partitions, on_delivery=on_delivery)
                     break
                 except BufferError:
                     producer.poll(0.05)

@@ -56,6 +56,7 @@ from pathlib import Path
 
 from harness import atomic
 from harness.bench import row
+from harness.bench.kafka_query import fill
 from harness.commands.shared_broker import SHARED_ENV
 from harness.config import load_scenario
 from harness.console import Console
@@ -66,7 +67,6 @@ from harness.paths import SCENARIOS_DIR
 from harness.runner import PRODUCERS_AT_GO_ENV, SEQUENTIAL_START_ENV
 from harness.spark.process import driver_classpath, driver_env
 from harness.supervisor import Supervisor, wait_until
-from producers.event import encode, pad_lengths
 
 # (key, timeline event, label) in the order they happen when started side by side
 MILESTONES = (
@@ -86,7 +86,6 @@ MODE_ENV = {"side_by_side": {}, "sequential": {SEQUENTIAL_START_ENV: "1"}, "no_c
             "producers_at_go": {PRODUCERS_AT_GO_ENV: "1"}}
 GOAL_S = 10.0  # the first data batch within this many seconds of `harness run` (issue 21)
 SWEEP_POINTS, SWEEP_TRAFFIC_S = 2, 10
-SPARK_ALONE_EVENT_BYTES = 256  # steady's payload
 
 
 def _epoch(ts: str) -> float:
@@ -136,19 +135,6 @@ def one_run(work: Path, sup: Supervisor, mode: str, n: int, timeout: float) -> d
                              read_jsonl(run_dir / "progress.jsonl"))}
 
 
-def fill(broker, topic: str, count: int, size: int) -> None:
-    """`count` events of `size` bytes in the producers' own format, at one intended second, acked."""
-    from confluent_kafka import Producer
-
-    producer = Producer(broker.producer_settings())
-    now = time.time()
-    for i, pad in enumerate(pad_lengths(0, 0, [size] * count)):
-        producer.produce(topic, encode(0, i, now, "x" * pad), key=str(i % 1000).encode())
-        producer.poll(0)
-    if producer.flush(60):
-        raise RuntimeError(f"Spark alone: {topic} not filled (events unacked after 60 s)")
-
-
 def spark_alone(work: Path, sup: Supervisor, template: Path, rounds: int, timeout: float = 300) -> list[dict]:
     """Spark alone (harness.bench.spark_alone), `rounds` times, on one broker started here with steady's topic
     filled beforehand (one second of its traffic); the query, sink, trigger and Spark settings (class archive
@@ -159,7 +145,8 @@ def spark_alone(work: Path, sup: Supervisor, template: Path, rounds: int, timeou
     broker.start(work / "spark-alone-broker", sup)
     try:
         broker.create_stream(stream.name, stream.partitions, {k: str(v) for k, v in stream.config.items()})
-        fill(broker, stream.name, int(scenario.producers.rate.eps), SPARK_ALONE_EVENT_BYTES)
+        fill(broker.bootstrap, int(scenario.producers.rate.eps), stream.name, stream.partitions,
+             int(scenario.producers.payload.size.bytes))
         base = json.loads((template / "spark" / "job.json").read_text())
         source = broker.spark_source(stream.name, scenario.source_options()).as_job()
         out = []

@@ -17,9 +17,9 @@ import base64
 import hashlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
+from harness import atomic
 from harness.paths import cache_dir
 
 BOOTSTRAP = "bootstrap.checkpoint"
@@ -63,13 +63,4 @@ def from_template(template: Path, data_dir: Path, cluster_id: str, node_id: int)
 
 def keep(data_dir: Path, template: Path) -> None:
     """The tool's `bootstrap.checkpoint` from `data_dir` kept as the template, whole or not at all."""
-    template.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=template, prefix=f".{BOOTSTRAP}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        shutil.copyfile(data_dir / BOOTSTRAP, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, template / BOOTSTRAP)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.write_bytes(template / BOOTSTRAP, (data_dir / BOOTSTRAP).read_bytes())
