@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# The JVM jars, the setting names, and what a first run would otherwise make on its way (the JVMs' class
+# archives: `harness setup` starts steady's broker and query once), so the first run starts as fast as the tenth.
 $(JVM_STAMP): $(STAMP) harness/jvm/settings.xml harness/jvm/kafka-broker/pom.xml harness/jvm/spark-kafka/pom.xml
 	$(PY) -m harness setup
 	touch $(JVM_STAMP)

@@ -2,9 +2,16 @@
 (harness.soak.live), a capacity trial's criteria (harness.commands.capacity).
 
 `ok` is True (pass), False (fail) or None (unknown: not judged, because the figure is missing, the check does not
-apply at this moment, or what it needs could not be read). A verdict passes only when every check passed: an
-unknown is never a pass. `value` and `limit` are the figure and its bound where a check has them; `figures`, the
-other figures it was judged on.
+apply at this moment, or what it needs could not be read). `value` and `limit` are the figure and its bound where
+a check has them; `figures`, the other figures it was judged on.
+
+A performance check whose run's machine was busy (other processes and steal over the scenario's bound,
+harness.checkers.busy) and that would have failed or been unknown is set aside: `unjudged` says why, `ok` is None
+and its status "unjudged"; one that passed stays passed. Correctness checks are never set aside.
+
+The verdict (`verdict_of`): `fail` when a required check failed; else `unjudged` when one is unknown or unjudged
+(what could not be judged is never a pass, nor a failure of the system under test); else `pass`. Each verdict has
+its exit code (`exit_code`): 0, 1 and 3.
 
 A check the scenario does not ask for (`required` False: a latency limit that is not set, `sustained` in a
 scenario whose point is a backlog) is still listed, so every run shows the same checks, with status
@@ -13,9 +20,14 @@ scenario whose point is a backlog) is still listed, so every run shows the same 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
-Status = Literal["pass", "fail", "unknown", "not required"]
+Status = Literal["pass", "fail", "unknown", "unjudged", "not required"]
+Verdict = Literal["pass", "fail", "unjudged"]
+# what `harness run` (and `harness check`, a repeat, a sweep, a soak, a capacity search) exits with, per verdict;
+# 2 is bad input and 130 an interrupted run, decided before any verdict
+EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "unjudged": 3}
+UNDECIDED: tuple[Status, ...] = ("unknown", "unjudged")  # not judged: neither a pass nor a failure
 
 
 @dataclass(frozen=True)
@@ -27,15 +39,20 @@ class Check:
     limit: float | None = None
     figures: dict[str, Any] = field(default_factory=dict)
     required: bool = True
+    unjudged: str | None = None  # why it was set aside unjudged (the machine was busy); ok is then None
 
     @property
     def status(self) -> Status:
         if not self.required:
             return "not required"
+        if self.unjudged:
+            return "unjudged"
         return "unknown" if self.ok is None else "pass" if self.ok else "fail"
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "ok": self.ok, "detail": self.detail, "status": self.status}
+        if self.unjudged:
+            out["unjudged"] = self.unjudged
         if self.value is not None or self.limit is not None:
             out.update(value=self.value, limit=self.limit)
         return {**out, **self.figures}
@@ -52,12 +69,22 @@ def status_of(check: dict[str, Any]) -> Status:
 
 
 def counts_against(check: dict[str, Any]) -> bool:
-    """A recorded check that keeps its run from passing: failed, or unknown."""
-    return status_of(check) in ("fail", "unknown")
+    """A recorded check that keeps its run from passing: failed, unknown or unjudged."""
+    return status_of(check) in ("fail", *UNDECIDED)
 
 
-def verdict_of(checks: list[Check]) -> Literal["pass", "fail"]:
-    return "pass" if all(c.ok is True for c in checks if c.required) else "fail"
+def verdict_of(checks: Iterable[Check | dict[str, Any]]) -> Verdict:
+    """Fail beats unjudged beats pass: `fail` when a required check failed, else `unjudged` when one is unknown or
+    unjudged, else `pass` (checks as made, or as recorded in result.json)."""
+    statuses = {c.status if isinstance(c, Check) else status_of(c) for c in checks}
+    if "fail" in statuses:
+        return "fail"
+    return "unjudged" if statuses & set(UNDECIDED) else "pass"
+
+
+def exit_code(verdict: str | None) -> int:
+    """The process's exit code for a verdict (EXIT_CODES); anything else is 1."""
+    return EXIT_CODES.get(str(verdict), 1)
 
 
 # Checks a checker reports only when they fail (the run itself went wrong; a soak stopped before its end): a judged

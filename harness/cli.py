@@ -1,6 +1,8 @@
 """`harness` / `python -m harness`: run scenarios, list them, manage a standalone broker, set up, serve the emulator.
 
-Exit codes: 0 pass, 1 a check failed, 2 bad input (file, field and what is allowed are named), 130 interrupted.
+Exit codes: 0 pass, 1 a check failed, 2 bad input (file, field and what is allowed are named), 3 unjudged (no
+check failed, but one could not be judged, or the machine was too busy with other work to judge performance),
+130 interrupted.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from harness.check import counts_against, status_of
+from harness.check import counts_against, exit_code, status_of
 from harness.errors import InputError
 from harness.jvm.artifacts import SetupError
 from harness.paths import SCENARIOS_DIR
@@ -115,15 +117,10 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_setup(args) -> int:
-    from harness.jvm.artifacts import setup_all
+    from harness.commands.setup import setup
+    from harness.console import Console
 
-    for name, jars in setup_all(quiet=not args.verbose).items():
-        print(f"{name}: {len(jars)} jars in {jars[0].parent if jars else '-'}")
-    from harness.settings.catalogue import build_all  # the setting names scenarios are checked against
-
-    counts = build_all()
-    print("setting names: " + ", ".join(f"{n} {what}" for what, n in counts.items()))
-    return 0
+    return setup(Console(), verbose=args.verbose)
 
 
 def _cmd_kafka(args) -> int:
@@ -160,11 +157,34 @@ def _cmd_emulator(args) -> int:
 
 def _cmd_bench(args) -> int:
     """One bench or `all`, one table at the end; --json writes one bench's dict (one object keyed by bench for
-    `all`). Exit 0 when every bench ran (a missed goal shows in the table), 1 when one raised."""
-    from harness.bench import main as bench_main
+    `all`). Exit 0 when every bench ran (a missed goal shows in the table), 1 when one raised. `verdicts
+    SCENARIO` (harness.bench.verdicts) has options of its own: exit 0 when its goal is met, 1 when not."""
     from harness.console import Console
 
-    return bench_main(args.what, args.json, args.quick, Console())
+    verdict_options = {"SCENARIO": args.scenario, "--runs": args.runs, "--busy-cores": args.busy_cores,
+                       "--cold": args.cold, "--expect": args.expect, "--set": args.set, "--out": args.out,
+                       "--replace": args.replace}
+    if args.what != "verdicts":
+        given = [name for name, value in verdict_options.items() if value]
+        if given:
+            raise InputError(f"{', '.join(given)}: only for `harness bench verdicts SCENARIO`, not for "
+                             f"`harness bench {args.what}`")
+        from harness.bench import main as bench_main
+
+        return bench_main(args.what, args.json, args.quick, Console())
+    from harness.bench import verdicts
+
+    if not args.scenario:
+        raise InputError("harness bench verdicts: name the scenario (a name from scenarios/ or a .toml), e.g. "
+                         "`harness bench verdicts steady --runs 5 --busy-cores 1`")
+    if args.json or args.quick:
+        raise InputError(f"{'--json' if args.json else '--quick'}: not for `harness bench verdicts` (it writes "
+                         "bench.json and bench.md into its directory, --out)")
+    _out_writable(args.out)
+    return verdicts.main(args.scenario, args.set, runs=verdicts.DEFAULT_RUNS if args.runs is None else args.runs,
+                         busy_cores=verdicts.DEFAULT_BUSY_CORES if args.busy_cores is None else args.busy_cores,
+                         cold=args.cold, expect=args.expect, out=Path(args.out) if args.out else None,
+                         replace=args.replace, console=Console())
 
 
 def _cmd_report(args) -> int:
@@ -240,7 +260,7 @@ def _cmd_check(args) -> int:
     """Judge a finished run again from its directory: the checker over every ack log under producers/ (machines'
     subdirectories gathered from other hosts included), clock skew per machine, then result.json, junit.xml,
     summary.md and the reports rewritten; with --baseline, harness compare's thresholds against that run applied
-    again as the `baseline` check. Exit 0 pass, 1 fail or unjudged, 2 not a run directory."""
+    again as the `baseline` check. Exit 0 pass, 1 fail, 2 not a run directory, 3 unjudged."""
     from harness import clocks
     from harness.config import validate_resolved
     from harness.runner import record
@@ -272,7 +292,7 @@ def _cmd_check(args) -> int:
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     print(_check_summary(result, run_dir))
-    return 0 if result["verdict"] == "pass" else 1
+    return exit_code(result["verdict"])
 
 
 def _check_summary(result: dict, run_dir: Path) -> str:
@@ -280,7 +300,7 @@ def _check_summary(result: dict, run_dir: Path) -> str:
              + (f" ({result.get('unjudged_reason')})" if result.get("unjudged_reason") else "")]
     for c in result.get("checks") or []:
         if counts_against(c):
-            lines.append(f"  {'failed' if status_of(c) == 'fail' else 'unknown'} {c['name']}: {c['detail']}")
+            lines.append(f"  {'failed' if status_of(c) == 'fail' else status_of(c)} {c['name']}: {c['detail']}")
     for item in result.get("unreadable") or []:
         lines.append(f"  unreadable {item['file']}: {item['detail']}")
     clock = (result.get("producers") or {}).get("clocks")
@@ -419,7 +439,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--out", help="also write compare.html, compare.json and compare.md here")
     c.set_defaults(func=_cmd_compare)
 
-    s = sub.add_parser("setup", help="fetch the JVM artifacts (Kafka broker, Spark's Kafka source) into the cache")
+    s = sub.add_parser("setup", help="fetch the JVM artifacts (Kafka broker, Spark's Kafka source) into the cache "
+                       "and make what a first run would make on its way (the JVMs' class archives, the Kafka "
+                       "storage tool's output) by starting steady's broker and query once; nothing already there")
     s.add_argument("--verbose", action="store_true")
     s.set_defaults(func=_cmd_setup)
 
@@ -438,10 +460,24 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks, measured side by side in one run")
     b.add_argument("what", choices=["producers", "footprint", "kafka-query", "emulator", "eh-source", "checker",
-                                    "startup", "rtm", "all"], help="one benchmark, or all of them in this order")
+                                    "startup", "rtm", "all", "verdicts"],
+                   help="one benchmark, all of them in this order, or verdicts SCENARIO (not part of all): whether "
+                        "a scenario's verdict holds, quiet, with cores busy and cold")
+    b.add_argument("scenario", nargs="?", help="verdicts: a name from scenarios/ or a path to a .toml file")
     b.add_argument("--json", help="also write the figures to this file (atomically): one bench's object, or one "
                                   "object keyed by bench name for all")
     b.add_argument("--quick", action="store_true", help="shorter windows / fewer events, for a smoke run")
+    b.add_argument("--runs", type=int, metavar="N", help="verdicts: runs in each mode (default 5)")
+    b.add_argument("--busy-cores", type=int, metavar="K", help="verdicts: cores another process keeps busy in the "
+                   "busy mode's runs (default 1)")
+    b.add_argument("--cold", action="store_true", help="verdicts: also a cold mode, the JVMs' class archives "
+                   "deleted before each of its runs, as a new virtualenv has none")
+    b.add_argument("--expect", choices=["pass", "fail"], help="verdicts: the verdict every mode must agree on for "
+                   "exit 0 (pass: busy runs may be unjudged (busy); fail: every run fails `sustained`)")
+    b.add_argument("--set", action="append", default=[], metavar="dotted.key=value",
+                   help="verdicts: override a scenario field for every run (value parsed as TOML), repeatable")
+    b.add_argument("--out", help="verdicts: the bench's directory (default runs/<UTC timestamp>-<scenario>-verdicts)")
+    _replace_option(b)
     b.set_defaults(func=_cmd_bench)
 
     e = sub.add_parser("emulator", help="the Event Hubs emulator")

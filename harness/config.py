@@ -49,6 +49,7 @@ MAX_SWEEP_RUNS = 64
 RECORDED = "recorded"  # validation context: a scenario as a run recorded it (validate_resolved)
 MAX_SEED = 2 ** 63 - 1  # numpy's SeedSequence (the producers' keys and payloads) takes integers >= 0; TOML's max
 MIN_DRIVER_MEMORY = 512 << 20  # Spark refuses a heap under 450 MiB ("System memory ... must be at least")
+MAX_HEADROOM = 0.9  # checks.min_headroom: a median batch must be able to use at least a tenth of its interval
 
 
 def dotted(table: dict, prefix: str = "") -> dict[str, Any]:
@@ -90,7 +91,17 @@ class ProducersSpec(Strict):
     client: dict[str, Scalar] = Field(default_factory=dict, description="producer client settings (confluent-kafka / the Event Hubs sender)")
     warmup_s: float = Field(0.0, ge=0, le=3600, description=(
         "traffic at the rate's starting value before the measured window (duration_s): its events are checked for "
-        "loss and duplicates but kept out of latency and throughput; faults are timed from the measured window"))
+        "loss and duplicates but kept out of latency and throughput; faults are timed from the measured window. "
+        "With warmup_until = \"caught_up\" the least warm-up (it goes on until the query has caught up)"))
+    warmup_until: Literal["caught_up", "fixed"] | None = Field(None, description=(
+        "when the warm-up ends: \"caught_up\" once the query has caught up with its own start (its lag back within "
+        "the band sustained judges, for two batch cadences after a batch with data; harness.analysis.warmup), at "
+        "most warmup_max_s; \"fixed\" after warmup_s. Default: caught_up when the query runs during the traffic "
+        "with a processing-time or real-time trigger and keeping up is judged; fixed otherwise (a backlog scenario, "
+        "availableNow/once, producers on other machines)"))
+    warmup_max_s: float = Field(120.0, gt=0, le=3600, description=(
+        "the longest a caught_up warm-up may last: a query that has not caught up with its start by then is "
+        "measured anyway and fails `sustained` on it"))
     max_backlog_s: float = Field(10.0, gt=0, le=3600, description=(
         "events due longer ago than this are skipped (counted, judged); later ones are sent late, latency "
         "still measured from their intended time"))
@@ -126,6 +137,13 @@ class TriggerSpec(Strict):
                              "until the data at start is read and takes no interval; leave interval out, or use "
                              "kind = \"processingTime\"")
         return self
+
+    @property
+    def paced(self) -> bool:
+        """A processingTime trigger with a non-zero interval: batches start on its clock, and what a batch leaves
+        of the interval is the query's headroom (the `headroom` check, harness.checkers.sustained). A 0 s trigger
+        runs batches back to back; the other kinds have no processing-time interval."""
+        return self.kind == "processingTime" and spark_trigger_ms(self.interval) > 0
 
 
 LOCAL_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\])$")
@@ -173,8 +191,9 @@ class SparkSpec(Strict):
     source_options: dict[str, Scalar] = Field(default_factory=dict)
     conf: dict[str, Scalar] = Field(default_factory=dict, description="Spark conf, verbatim")
     conf_allow: list[str] = Field(default_factory=list, description=(
-        "spark.* keys of your own that Spark does not know, let through spark.conf's check (harness.settings): "
-        "\"spark.myapp.flag\", or a prefix ending in * (\"spark.myteam.*\")"))
+        "keys of your own that spark.conf may carry though Spark has no such setting (harness.settings checks the "
+        "rest): a spark.* key Spark does not know, or one without the spark. prefix that your code reads; "
+        "\"spark.myapp.flag\", or a prefix ending in * (\"myteam.*\")"))
     state_store: Literal["hdfs", "rocksdb"] = Field("hdfs", description=(
         "the state store provider of a stateful query: hdfs (Spark's default, in the JVM heap) or rocksdb "
         "(RocksDBStateStoreProvider; the sessions query always runs on rocksdb)"))
@@ -259,9 +278,25 @@ class ChecksSpec(Strict):
     latency_p99_ms: float | None = Field(None, gt=0, description="fail when end-to-end p99 exceeds this")
     min_produce_ratio: float = Field(0.95, ge=0, le=1, description="achieved / target events at least this")
     max_pacer_skipped: int = Field(0, ge=0, description="scheduled events the pacer may skip (producer behind)")
+    max_busy_share: float = Field(0.10, ge=0, le=1, description=(
+        "the machine was busy when processes outside the run and steal took more than this share of its CPU "
+        "(cores x the measured window): a performance check that would fail, or be unknown, is then unjudged, "
+        "never failed (harness.checkers.busy); 1 never sets one aside"))
     sustained_not_required: str | None = Field(None, min_length=1, max_length=500, description=(
         "why keeping up with the offered load is not this scenario's point (a backlog it builds on purpose): the "
         "`sustained` check is then listed as not required"))
+    min_headroom: float | None = Field(None, description=(
+        "require the `headroom` check: the fraction of the processingTime trigger interval the median batch must "
+        "leave idle (1 - batch p50 / interval), from 0 (batch p50 within the trigger) to 0.9; unset, the check is "
+        "listed as not required"))
+
+    @field_validator("min_headroom")
+    @classmethod
+    def _headroom_fraction(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value <= MAX_HEADROOM:
+            raise ValueError(f"the fraction of the trigger interval the median batch must leave idle, from 0 (batch "
+                             f"p50 within the trigger) to {MAX_HEADROOM:g}, e.g. 0.2")
+        return value
 
 
 class RandomFaults(Strict):
@@ -378,6 +413,18 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _headroom_needs_an_interval(self):
+        """Headroom is what a batch leaves of a processing-time interval: without one it would never be judged."""
+        trigger = self.spark.trigger
+        if self.checks.min_headroom is not None and not trigger.paced:
+            raise ValueError(f"checks.min_headroom = {self.checks.min_headroom:g} needs a processingTime trigger with "
+                             f"an interval (spark.trigger is kind = {trigger.kind!r}, interval = "
+                             f"{quote(trigger.interval)}): it is the fraction of that interval the median batch "
+                             f"leaves idle; give spark.trigger = {{ kind = \"processingTime\", interval = \"1 second\" "
+                             f"}} (or another interval), or leave min_headroom out")
+        return self
+
+    @model_validator(mode="after")
     def _random_faults_catalog(self):
         random_faults = self.soak.random_faults if self.soak else None
         if random_faults is None:
@@ -436,6 +483,23 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _faults_all_planned(self):
+        """Every injection a fault declares fits the traffic. A repeating fault (every_s) injects only up to
+        until_s and the traffic's end (harness.faults.schedule.plan): timed past them it would quietly plan fewer
+        injections than its `count`, or none, and a run without its crash would pass. Refused here, with the times
+        it asked for and what to change."""
+        if not self.faults or (self.soak and self.soak.random_faults):  # the catalog's times are drawn anew
+            return self
+        from harness.faults.schedule import scenario_plan
+
+        steps = scenario_plan(self)
+        for i, fault in enumerate(self.faults):
+            fitted = [step.inject_s for step in steps if step.fault_index == i]
+            if len(fitted) < (fault.count or 1):
+                raise ValueError(_unplanned(i, fault, fitted, self.producers.duration_s))
+        return self
+
+    @model_validator(mode="after")
     def _faults_fit(self):
         from harness.faults import fault_for
 
@@ -463,6 +527,72 @@ class Scenario(Strict):
     def spark_conf(self) -> dict[str, str]:
         return {**self.spark.state_store_conf(), **_stringify(self.spark.conf)}
 
+    def warmup_blocker(self) -> str | None:
+        """Why this scenario's warm-up cannot end when the query has caught up (None: it can): the query must run
+        while the traffic flows, on a trigger with a cadence, the warm-up's rate must send something, and the
+        producers must be this machine's (the runner tells them when the measured window starts by a file beside
+        job.json). By default a scenario whose keeping up is not judged (its backlog is the point) has a fixed
+        warm-up; it may still ask for caught_up."""
+        if self.spark.trigger.kind not in ("processingTime", "realTime"):
+            return f"the {self.spark.trigger.kind} trigger reads after the traffic: there is nothing to catch up with"
+        if self.producers.locust_master:
+            return "the producers run on other machines (producers.locust_master), which take a fixed schedule"
+        if make_rate(self.producers.rate).rate(0.0) <= 0:
+            return "the rate starts at 0 events/s, the warm-up's rate: there is no traffic to catch up with"
+        return None
+
+    @property
+    def adaptive_warmup(self) -> bool:
+        """Whether the warm-up lasts until the query has caught up with its start (producers.warmup_until)."""
+        until = self.producers.warmup_until
+        if until is None:  # a backlog scenario's faults come at their times whatever the query's state
+            return not self.checks.sustained_not_required and self.warmup_blocker() is None
+        return until == "caught_up"
+
+    @model_validator(mode="after")
+    def _warmup_can_catch_up(self):
+        problem = self.producers.warmup_until == "caught_up" and self.warmup_blocker()
+        if problem:
+            raise ValueError(f"producers.warmup_until = \"caught_up\" cannot be met: {problem}; use \"fixed\" "
+                             f"(the warm-up then lasts producers.warmup_s)")
+        return self
+
+
+def _unplanned(index: int, fault: Any, fitted: list[float], traffic_s: float) -> str:
+    """Why faults.<index>, a repeating fault, plans only `fitted` (its injection times) of what it declares: the
+    times it asks for, what stops it (until_s or the traffic's end), and the changes that would fit them all."""
+    first, every, count = fault.first_s, fault.every_s, fault.count
+    start = f"window = [{fault.window[0]:g}, {fault.window[1]:g}]" if fault.window else f"at_s = {first:g}"
+    schedule = ", ".join([start, f"every_s = {every:g}"] + ([f"count = {count}"] if count else [])
+                         + ([f"until_s = {fault.until_s:g}"] if fault.until_s is not None else []))
+    asked = [first + n * every for n in range(count or 1)]
+    by_until = fault.until_s is not None and fault.until_s < traffic_s
+    limit = fault.until_s if by_until else traffic_s
+    got = (f"only {len(fitted)} of the {count} fit{'s' if len(fitted) == 1 else ''} (at {_seconds(fitted)})"
+           if fitted else "none of them fits")
+    fixes = []
+    if (start_by := limit - (len(asked) - 1) * every) >= 0:
+        fixes.append(f"{'the window starting' if fault.window else 'at_s'} at most {start_by:g}")
+    if count and count > 1 and limit > first:
+        fixes.append(f"every_s at most {int((limit - first) / (count - 1) * 1000) / 1000:g}")
+    if fitted:
+        fixes.append(f"count = {len(fitted)}")
+    fixes.append(f"{'until_s' if by_until else 'producers.duration_s'} at least {asked[-1]:g}")
+    return (f"faults.{index} ({fault.kind}): {schedule} asks for injections at "
+            f"{_seconds(asked) if count else f'{first:g} s and every {every:g} s after'}; {got} before "
+            f"{f'until_s = {limit:g}' if by_until else f'the end of the traffic at {limit:g} s'}, after which a "
+            f"repeating fault injects no more. The traffic lasts {traffic_s:g} s (producers.duration_s); fault times "
+            "count from the start of that measured window, after any warm-up. Give "
+            + (", ".join(fixes[:-1]) + " or " + fixes[-1] if len(fixes) > 1 else fixes[0]))
+
+
+def _seconds(times: list[float]) -> str:
+    """'5, 15 and 25 s'; a long list as its first three and its last."""
+    shown = [f"{t:g}" for t in times]
+    if len(shown) > 4:
+        shown = shown[:3] + ["...", shown[-1]]
+    return (", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]) + " s"
+
 
 # -- loading ---------------------------------------------------------------------------------------------------
 def scenario_path(name_or_path: str) -> Path:
@@ -484,23 +614,52 @@ def scenario_path(name_or_path: str) -> Path:
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """`producers.rate.eps=5000` -> (["producers","rate","eps"], 5000); values are TOML, else plain strings."""
+    """`producers.rate.eps=5000` -> (["producers","rate","eps"], 5000). The key is read as TOML reads a dotted key,
+    so a quoted segment keeps its dots (`spark.conf."spark.sql.shuffle.partitions"=8` -> ["spark", "conf",
+    "spark.sql.shuffle.partitions"]), bare and quoted segments mix, single quotes are literal; the value is TOML,
+    else a plain string (`spark.master=local[1]`)."""
     if "=" not in text:
         raise ConfigError(f"--set {quote(text)}: expected dotted.key=value")
-    key, raw = text.split("=", 1)
-    parts = [p for p in key.strip().split(".")]
-    if not all(parts):
-        raise ConfigError(f"--set {quote(text)}: empty part in key {quote(key)}")
+    problem = None
+    for at in (i for i, c in enumerate(text) if c == "="):  # the key ends at the first `=` outside its quotes
+        try:
+            parts = toml_key_path(text[:at])
+        except ValueError as exc:
+            problem = problem or f"the key {quote(text[:at])} is not a dotted key as TOML reads it ({exc})"
+            continue
+        return parts, _override_value(text[at + 1:])
+    raise ConfigError(f"--set {quote(text)}: {problem}; bare segments are letters, digits, _ and -, any other "
+                      "segment is quoted whole, e.g. spark.conf.\"spark.sql.shuffle.partitions\"=8")
+
+
+def _override_value(raw: str) -> Any:
     try:
-        value = tomllib.loads(f"v = {raw}")["v"]
+        parsed = tomllib.loads(f"v = {raw}")
     except tomllib.TOMLDecodeError:
-        value = raw
-    return parts, value
+        return raw
+    return parsed["v"] if len(parsed) == 1 else raw  # `1\nx = 2` is one string, not a value and a key
+
+
+def toml_key_path(key: str) -> list[str]:
+    """The path of a TOML dotted key, as TOML itself reads it (`a."b.c".'d'` -> ["a", "b.c", "d"]); ValueError
+    with TOML's reason when `key` is not one."""
+    try:
+        node: Any = tomllib.loads(f"{key} = 0")
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(str(exc)) from None
+    path = []
+    while isinstance(node, dict) and len(node) == 1:
+        (part, node), = node.items()
+        path.append(part)
+    if not path or isinstance(node, bool) or node != 0:
+        raise ValueError("not a single key")
+    return path
 
 
 def _apply(data: dict, parts: list[str], value: Any, text: str) -> None:
     """Set a dotted key; inside an option table the rest of the key is one option name
-    (`spark.conf.spark.sql.shuffle.partitions=8`, `spark.source_options.eventhubs.prefetchCount=10`); a number
+    (`spark.conf.spark.sql.shuffle.partitions=8`, or TOML's quoted `spark.conf."spark.sql.shuffle.partitions"=8`;
+    `spark.source_options.eventhubs.prefetchCount=10`); a number
     picks an entry of a list of tables (`faults.0.at_s=20`: the first [[faults]])."""
     node: Any = data
     for i, part in enumerate(parts):
@@ -681,9 +840,12 @@ def format_errors(path: Path | str, exc: ValidationError, model: type[BaseModel]
 
 
 def _set_by(loc: tuple, overrides: list[tuple[list[str], str]]) -> str | None:
-    """The `--set` text whose dotted key is the error's field, lies inside it or holds it; None for the file's."""
-    fields = [str(p) for p in loc if not str(p).startswith("function-")]
-    for parts, text in reversed(overrides):  # the last --set of a key is the one that stands
+    """The `--set` text whose dotted key is the error's field, lies inside it or holds it; None for the file's.
+    Compared dot by dot: an option name is one segment of a quoted `--set` key (`spark.conf."spark.x.y"`) and
+    dotted in the error (`spark.conf.spark.x.y: unknown ...`)."""
+    fields = [f for p in loc if not str(p).startswith("function-") for f in str(p).split(".")]
+    for key, text in reversed(overrides):  # the last --set of a key is the one that stands
+        parts = [p for part in key for p in part.split(".")]
         i = j = 0
         while i < len(parts) and j < len(fields):
             if parts[i] == fields[j]:

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from harness.check import status_of
 from harness.secrets import scrub
-from harness.wording import PROCESSING_RATE, footprint_line
+from harness.wording import PROCESSING_RATE, footprint_line, machine_line, warmup_line
 
 
 # lines held for a run directory not named yet: a command that never names one (bench, a server) keeps a bounded tail
@@ -117,11 +117,12 @@ class Console:
         table.add_column("detail", overflow="fold")
         for check in result["checks"]:
             mark = {"pass": "[green]yes[/green]", "fail": "[red]NO[/red]", "unknown": "[yellow]unknown[/yellow]",
+                    "unjudged": "[yellow]unjudged[/yellow]",
                     "not required": "[dim]not required[/dim]"}[status_of(check)]
             table.add_row(check["name"], mark, scrub(check["detail"]))
         self._print(table)
         if result.get("unjudged_reason"):
-            self.warn(f"the run could not be judged: {result['unjudged_reason']}")
+            self.warn(f"unjudged: {result['unjudged_reason']}")
         self.info(f"produced {c['produced']:,}  acked {c['acked']:,}  delivered {c['delivered_unique']:,}  "
                   f"duplicates {c['duplicates']:,}  lost {c['lost']:,}  expected lost {c['expected_lost']:,}"
                   + (f"  unread {c['unread']:,}" if c.get("unread") else "")
@@ -141,12 +142,18 @@ class Console:
         steady, start = result.get("steady") or {}, result.get("startup") or {}
         self.info("end-to-end latency ms" + (f" (steady from {steady['from_s']:.0f} s)" if steady else "") + ": "
                   + "  ".join(f"{k} {v:,.1f}" for k, v in lat.items()))
+        warm = result.get("warmup") or {}
+        if warm:
+            (self.info if warm.get("ended") in (None, "caught_up") else self.warn)(warmup_line(warm))
         if start.get("first_data_batch_from_run_start_s") is not None:
             self.info(f"start-up: first data batch {start['first_data_batch_from_run_start_s']:.1f} s after the run "
                       f"started; cold part p99 {(start.get('cold_latency_ms') or {}).get('p99', 0):,.0f} ms")
         foot = result.get("footprint") or {}
         if foot:  # the measurement's quality: what the harness took from the system under test's cores
             (self.info if foot.get("ok") else self.warn)(footprint_line(foot))
+        machine = result.get("machine") or {}
+        if machine:  # ... and what other processes took from it meanwhile
+            (self.warn if machine.get("busy") else self.info)(machine_line(machine))
         for r in result.get("recovery") or []:
             self.info(f"recovery {r['kind']}#{r['n']}: " + (f"back in {r['time_to_recover_s']:.1f} s" if r["recovered"]
                                                             else "lag not back in its band")

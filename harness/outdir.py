@@ -1,8 +1,8 @@
 """`--out`: a run directory is one run's. Re-using an earlier run's directory would mix two runs (the old
 checkpoint resumes the query, the old sink and progress are read with the new ones) and report a false loss, so
 a directory that is not empty is refused before anything starts, unless the user asks to replace it
-(`--replace`). Replacing removes only what looks like the harness's own output (a run, sweep, repeat, capacity
-or soak directory), never an arbitrary directory.
+(`--replace`). Replacing removes only what looks like the harness's own output (a run, sweep, repeat, capacity,
+soak or `bench verdicts` directory), never an arbitrary directory.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from harness.errors import InputError
 
 # a file any of the harness's commands writes at the top of its output directory, first or early
 MARKERS = ("scenario.json", "run_state.json", "result.json", "timeline.jsonl", "sweep.json", "repeat.json",
-           "capacity.json")
+           "capacity.json", "bench.json")
 
 
 def looks_like_harness_output(path: Path) -> bool:

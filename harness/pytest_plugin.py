@@ -24,7 +24,10 @@ session end, also on Ctrl-C, and killed by the kernel with pytest if pytest itse
   path (a team's own file: relative to the current directory, the rootdir or the test file), overrides as
   dotted keys (`**{"producers.duration_s": 10}`, or `producers__duration_s=10`) or nested dicts
   (`producers={"duration_s": 10}`, merged key by key; `replace({...})` replaces a table whole). The result is
-  the typed result (a `RunResult` subclass) with `.assert_passed()`; `assert_passed(result)` is the same.
+  the typed result (a `RunResult` subclass) with `.assert_passed()`; `assert_passed(result)` is the same. A run
+  that failed fails the test; an unjudged one (no check failed, but one could not be judged, or the machine was
+  too busy with other work to judge performance) fails it too, with a message that starts "unjudged:" and gives
+  the cause, through `RunUnjudged`, which a test can catch (e.g. to skip on a busy machine).
   Runs go under the test's tmp_path (or `--harness-runs-dir`) with CI=true (quiet); the run directories of
   passing runs of passing tests are removed after the test unless `--harness-keep-runs`.
 
@@ -53,6 +56,7 @@ from typing import Any
 import pytest
 from pydantic import PrivateAttr
 
+from harness.check import status_of
 from harness.result import RunResult
 from harness.supervisor import log_lines, log_tail
 
@@ -62,6 +66,12 @@ KAFKA_HEAP_MB = 384
 
 
 # -- the result and its assertion ----------------------------------------------------------------------------------
+class RunUnjudged(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """The run decided nothing either way: no check failed, but one could not be judged, or the machine was too
+    busy with other work to judge performance (result.json `unjudged_reason`). A test failure like any other
+    (pytest's own Failed), of a type of its own so a test can tell it apart: `except RunUnjudged`."""
+
+
 class HarnessRun(RunResult):
     """result.json as the typed RunResult, plus where the run went and how its process ended."""
 
@@ -70,7 +80,7 @@ class HarnessRun(RunResult):
 
     @property
     def exit_code(self) -> int | None:
-        """0 pass, 1 a check failed, 130 the run was interrupted (as `harness run`)."""
+        """0 pass, 1 a check failed, 3 unjudged, 130 the run was interrupted (as `harness run`)."""
         return self._exit_code
 
     @property
@@ -100,10 +110,14 @@ class HarnessRun(RunResult):
 def failure_message(result: RunResult) -> str:
     """The verdict, each failed check with its detail, why the run could not be judged, and where to look."""
     lines = [f"harness run {result.scenario!r} on {result.backend}: verdict {result.verdict.upper()}"]
-    failed = [c for c in result.checks if c.counts_against]
+    failed = [c for c in result.checks if status_of(c.model_dump()) == "fail"]
     if failed:
         lines.append(f"failed checks ({len(failed)} of {len(result.checks)}):")
         lines += [f"  - {c.name}: {c.detail}" for c in failed]
+    undecided = [c for c in result.checks if c.counts_against and status_of(c.model_dump()) != "fail"]
+    if undecided:
+        lines.append(f"unjudged checks ({len(undecided)} of {len(result.checks)}):")
+        lines += [f"  - {c.name}: {c.detail}" for c in undecided]
     if result.unjudged_reason:
         lines.append(f"not judged: {result.unjudged_reason}")
     if result.query.error:
@@ -121,8 +135,12 @@ def failure_message(result: RunResult) -> str:
 
 def assert_passed(result: RunResult) -> None:
     """Fails the test unless the run passed, with a message that needs no traceback: the verdict, every failed
-    check and its detail, the report and the run directory."""
+    check and its detail, the report and the run directory. An unjudged run raises RunUnjudged, its message
+    starting "unjudged: " and the cause."""
     __tracebackhide__ = True
+    if result.verdict == "unjudged":
+        raise RunUnjudged(f"unjudged: {result.unjudged_reason or 'the run could not be judged'}\n"
+                          + failure_message(result), pytrace=False)
     if result.verdict != "pass":
         pytest.fail(failure_message(result), pytrace=False)
 

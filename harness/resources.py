@@ -14,6 +14,11 @@ A process is known by (pid, create_time): a driver killed and restarted is a new
 Its role comes from its command line, read again when the process's name changes (a forked child that execs
 into something else, as Spark's launch scripts do, changes role).
 
+The machine as a whole: each sample also carries /proc/stat's CPU counters (`stat`: seconds of user, nice,
+system, idle, iowait, irq, softirq and steal time over all CPUs since boot, and the number of CPUs), so the CPU
+that processes outside the run took while it measured (harness.analysis.resources.machine) can be computed from
+the run directory alone, again after it is moved or copied.
+
 Disk is what `du` counts (allocated blocks: Kafka's preallocated sparse index files count what they use), for
 the whole run directory and per top-level entry. Walking a sink of many files costs more than sampling twenty
 processes, so the walk is spaced out to stay under ~1% of the sampler's wall time; samples without it have no
@@ -77,6 +82,27 @@ def boot_time() -> float:
     which would put every process's start up to a second off the sampler's clock."""
     with open("/proc/uptime", encoding="ascii") as f:
         return time.time() - float(f.read().split()[0])
+
+
+# /proc/stat's columns after "cpu", in order (guest and guest_nice, which follow, are already inside user and nice)
+STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def machine_cpu(path: str = "/proc/stat") -> dict | None:
+    """The machine's CPU counters (STAT_FIELDS, seconds over all CPUs since boot) and its number of CPUs (the
+    `cpuN` lines: those online), from /proc/stat; None where there is none (not Linux)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    total = next((line.split()[1:] for line in lines if line.startswith("cpu ")), None)
+    if total is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict = {name: round(int(v) / tick, 2) for name, v in zip(STAT_FIELDS, total)}
+    out["cores"] = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return out
 
 
 def _pids() -> set[int]:
@@ -195,8 +221,9 @@ def _tree_bytes(path: str) -> int:
 
 
 class ResourceSampler(threading.Thread):
-    """Appends {"t", "cost_ms", "procs": [...], and when there are "disk": {"bytes", "by_dir"}, "disk_ms",
-    "transient"} to `path` every `interval_s` until stopped. `sample()` takes one sample without the thread."""
+    """Appends {"t", "cost_ms", "procs": [...], "stat": {...} (machine_cpu), and when there are "disk": {"bytes",
+    "by_dir"}, "disk_ms", "transient"} to `path` every `interval_s` until stopped. `sample()` takes one sample
+    without the thread."""
 
     def __init__(self, path: Path, run_id: str, run_dir: Path, interval_s: float = 5.0):
         super().__init__(name="resource-sampler", daemon=True)
@@ -216,6 +243,9 @@ class ResourceSampler(threading.Thread):
         kept = [r for r in procs if not (r["threads"] == 1 and t - r["create_time"] < TRANSIENT_S
                                          and r["role"] != "runner")]
         row: dict = {"t": round(t, 3), "procs": kept}
+        stat = machine_cpu()  # right after the processes: the two readings a few ms apart at most
+        if stat is not None:
+            row["stat"] = stat
         if len(kept) < len(procs):
             row["transient"] = len(procs) - len(kept)
         if time.monotonic() >= self._next_disk:

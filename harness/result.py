@@ -1,8 +1,10 @@
 """result.json as one typed model: what every tool (report, console, comparisons, CI) reads from a run.
 
 `schema_version` changes when a field changes meaning or goes away; adding a field does not bump it.
-`verdict` is `pass` or `fail` when the run could be judged, `unjudged` when it could not (a malformed sink
-row, a missing file): `unjudged_reason` then says why, and the figures that could be computed are kept.
+`verdict` is `fail` when a required check failed; `unjudged` when none failed but one could not be judged (a
+check unknown, a performance check set aside because the machine was busy with other work: `machine`), or the run
+as a whole could not be (a malformed sink row, a missing file, a run stopped from outside): `unjudged_reason` then
+says which checks and why, and the figures that could be computed are kept; `pass` otherwise.
 """
 from __future__ import annotations
 
@@ -16,22 +18,25 @@ SCHEMA_VERSION = 2
 
 
 class CheckResult(BaseModel):
-    """One check as harness.check.Check records it: `ok` None (status "unknown") is a check that could not be
-    judged; it fails the verdict like a failed one, and says so. Status "not required": a check the scenario
-    does not ask for (listed with its figures, never deciding the verdict). The other figures a check was judged
-    on (harness.check.Check.figures) are kept as they are."""
+    """One check as harness.check.Check records it: `ok` None with status "unknown" is a check that could not be
+    judged; with status "unjudged", a performance check set aside because the machine was busy (`unjudged` says
+    so, `judged_as` what it measured: fail or unknown). Either keeps the run from passing and makes it `unjudged`
+    unless another check failed. Status "not required": a check the scenario does not ask for (listed with its
+    figures, never deciding the verdict). The other figures a check was judged on (harness.check.Check.figures)
+    are kept as they are."""
     model_config = ConfigDict(extra="allow")
 
     name: str
     ok: bool | None
     detail: str
-    status: Literal["pass", "fail", "unknown", "not required"] | None = None  # None: written before status was
+    # None: written before status was
+    status: Literal["pass", "fail", "unknown", "unjudged", "not required"] | None = None
     value: float | None = None
     limit: float | None = None
 
     @property
     def counts_against(self) -> bool:
-        """Failed or unknown: keeps the run from passing."""
+        """Failed, unknown or unjudged: keeps the run from passing."""
         return counts_against(self.model_dump())
 
 
@@ -132,6 +137,9 @@ class RunResult(BaseModel):
     resources: dict[str, Any] = Field(default_factory=dict)  # every process's RSS/CPU/fds/threads, disk, leaks
     # the harness's own CPU against the system under test's over the traffic (harness.analysis.resources.footprint)
     footprint: dict[str, Any] = Field(default_factory=dict)
+    # what processes outside the run took of the machine's CPU over the traffic, steal apart, against the bound
+    # (checks.max_busy_share): `busy` sets failing performance checks aside (harness.analysis.resources.machine)
+    machine: dict[str, Any] = Field(default_factory=dict)
     latency_windows: list[dict[str, float]] = Field(default_factory=list)  # per tenth of the window: noise
     warmup: dict[str, Any] = Field(default_factory=dict)  # producers.warmup_s: its events' figures, kept apart
     steady: dict[str, Any] = Field(default_factory=dict)  # where the steady state begins (harness.analysis.steady)

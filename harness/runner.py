@@ -21,15 +21,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness import atomic, environment, nospace, outdir, secrets, sinks
+from harness.analysis import warmup
+from harness.analysis.performance import LAG_END_INTERVALS
 from harness.backends import make_backend
+from harness.check import exit_code
 from harness.backends.base import Backend
 from harness.config import Scenario, is_cluster_master, load_scenario
 from harness.console import Console
 from harness.context import RunContext
+from harness.durations import spark_interval_ms
 from harness.errors import InputError
 from harness.faults import FAULTS, fault_for
 from harness.effects import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
+from harness.jsonl import read_jsonl
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
 from harness.runstate import RunState
@@ -43,6 +48,7 @@ from harness.supervisor import StoppedBySignal, Supervisor
 from harness.timeline import Timeline
 from harness.result import RunResult
 from producers.fleet import ProducerFleet
+from producers.rates import make_rate
 from harness.lag_sampler import LagSampler
 from reports.ci import junit_xml, summary_markdown
 from reports.report import write_reports
@@ -152,7 +158,7 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
         console.warn(f"unreadable: {item['file']}: {item['detail']}")
     console.summary(result, run_dir)
     console.end_log()
-    code = 130 if ctx.state.interrupted else (0 if result["verdict"] == "pass" else 1)
+    code = 130 if ctx.state.interrupted else exit_code(result["verdict"])  # 0 pass, 1 fail, 3 unjudged
     return RunOutcome(run_dir, result, code)
 
 
@@ -165,11 +171,10 @@ def record(judged: RunResult, run_dir: Path, baseline: tuple[Path, str] | None =
     comparison = None
     if baseline is not None:  # compares the result.json just written
         from harness.soak.checks import baseline_check  # the judge's (see run_scenario)
+        from harness.verdict import add_check
 
         check, comparison = baseline_check(run_dir, *baseline)
-        judged.checks = [*judged.checks, check.as_dict()]  # type: ignore[list-item]
-        if judged.verdict == "pass" and not check.ok:
-            judged.verdict = "fail"
+        add_check(judged, check)  # judged as the others: set aside when the machine was busy
         result = judged.as_dict()
         atomic.write_json(run_dir / "result.json", result)
     atomic.write_text(run_dir / "junit.xml", junit_xml(result))
@@ -309,9 +314,10 @@ def run_traffic(ctx: RunContext) -> None:
     warm_start = fleet.go()  # the prepared processes ready: the start is a moment away
     if (ready_at := fleet.ready_at()) is not None:
         ctx.timeline.add("producers_ready", t=ready_at)
-    ctx.traffic_start = warm_start + s.producers.warmup_s  # the measured window: faults are timed from here
-    if s.producers.warmup_s:
+    if s.producers.warmup_s or fleet.adaptive_warmup:
         ctx.timeline.add("warmup_start", at=warm_start)
+    # the measured window: faults are timed from here
+    ctx.traffic_start = warm_up(ctx, warm_start) if fleet.adaptive_warmup else warm_start + s.producers.warmup_s
     ctx.timeline.add("traffic_start", at=ctx.traffic_start)
     ctx.state.traffic_start = ctx.traffic_start
     if s.soak is not None:
@@ -323,18 +329,13 @@ def run_traffic(ctx: RunContext) -> None:
     if s.faults:
         ctx.nemesis = nemesis = Nemesis(ctx, list(s.faults), s.seed, s.producers.duration_s)
         nemesis.start()
-    duration = s.producers.warmup_s + s.producers.duration_s
+    duration = s.producers.duration_s
     with ctx.console.progress("traffic", duration) as bar:
         def tick():
-            nospace.check_free(ctx.run_dir)  # a full disk stops the run now, named (harness.nospace)
-            ctx.query_watch = _supervise_query(ctx)
-            _stop_if_failing(ctx)
-            live = fleet.live()
-            bar.update(min(duration, max(0.0, time.time() - warm_start)),
-                       f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
-                       f"batches {_count_lines(ctx.run_dir / 'progress.jsonl')}" + _live_status(ctx))
+            _watch_run(ctx)
+            bar.update(min(duration, max(0.0, time.time() - ctx.traffic_start)), _live_line(ctx))
         try:
-            fleet.wait(duration + 120.0, tick)
+            fleet.wait(max(0.0, ctx.traffic_start - time.time()) + duration + 120.0, tick)
         except StoppedEarly as exc:  # the traffic ends now; faults heal and the query drains as usual
             ctx.state.stopped_early = str(exc)
             ctx.timeline.add("stopped_early", reason=str(exc))
@@ -345,6 +346,56 @@ def run_traffic(ctx: RunContext) -> None:
     ctx.timeline.add("traffic_end")
     if fleet.failures():
         raise RuntimeError("; ".join(fleet.failures()))
+
+
+MEASURE_LEAD_S = 1.0  # measure.json comes this long before the time it names: every producer has seen it by then
+WARMUP_DECIDE_EVERY_S = 1.0  # the lag is sampled about once a second
+
+
+def warm_up(ctx: RunContext, warm_start: float) -> float:
+    """A caught_up warm-up (harness.analysis.warmup): the traffic flows at the rate's starting value until the
+    query has caught up with its own start, at most producers.warmup_max_s; then the producers are told when the
+    measured window starts (producers/measure.json, which also says how the warm-up ended, for the judge and the
+    report), and that is returned."""
+    s, fleet = ctx.scenario, ctx.fleet
+    assert fleet is not None
+    p, trigger = s.producers, s.spark.trigger
+    rate = make_rate(p.rate).rate(0.0)
+    interval_ms = float(spark_interval_ms(trigger.interval))
+    end = None
+    with ctx.console.progress(f"warm-up: until the query has caught up with its start (at most "
+                              f"{p.warmup_max_s:g} s)", p.warmup_max_s) as bar:
+        while end is None:
+            _watch_run(ctx)
+            if not fleet.running():
+                raise RuntimeError("the producers exited during the warm-up: " + "; ".join(fleet.failures()))
+            now = time.time()
+            end = warmup.decide(read_jsonl(ctx.run_dir / "lag.jsonl"), read_jsonl(ctx.run_dir / "progress.jsonl"),
+                                start=warm_start, now=now, rate_eps=rate, trigger_interval_ms=interval_ms,
+                                band_intervals=LAG_END_INTERVALS, min_s=p.warmup_s, max_s=p.warmup_max_s)
+            bar.update(min(p.warmup_max_s, max(0.0, now - warm_start)), _live_line(ctx))
+            if end is None:
+                time.sleep(WARMUP_DECIDE_EVERY_S)
+    measure_at = time.time() + MEASURE_LEAD_S
+    record = {**end.as_dict(), "max_s": p.warmup_max_s, "min_s": p.warmup_s}
+    fleet.start_measuring(measure_at, record)
+    ctx.timeline.add("warmup_end", ended=end.ended, reason=end.reason)
+    (ctx.console.info if end.ended == "caught_up" else ctx.console.warn)(f"warm-up: {end.reason}")
+    return measure_at
+
+
+def _watch_run(ctx: RunContext) -> None:
+    """What every tick of the traffic does: a full disk stops the run now, named (harness.nospace); the query
+    supervised (a killed one restarted); a soak's fail-fast."""
+    nospace.check_free(ctx.run_dir)
+    ctx.query_watch = _supervise_query(ctx)
+    _stop_if_failing(ctx)
+
+
+def _live_line(ctx: RunContext) -> str:
+    live = ctx.fleet.live() if ctx.fleet else {"sent": 0, "acked": 0, "failed": 0}
+    return (f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
+            f"batches {_count_lines(ctx.run_dir / 'progress.jsonl')}" + _live_status(ctx))
 
 
 def settle_faults(ctx: RunContext) -> None:
@@ -536,6 +587,7 @@ def _producer_job(scenario: Scenario, backend: Backend) -> dict:
         "processes": p.processes, "users": p.users, "batch_size": p.batch_size,
         "batch_wait_s": p.batch_wait_ms / 1000.0,
         "duration_s": p.duration_s, "warmup_s": p.warmup_s, "max_backlog_s": p.max_backlog_s, "seed": scenario.seed,
+        "warmup_until": "caught_up" if scenario.adaptive_warmup else "fixed", "warmup_max_s": p.warmup_max_s,
         "rate": p.rate.model_dump(mode="json"), "keys": p.keys.model_dump(mode="json"),
         "payload": p.payload.model_dump(mode="json"), "locust_master": p.locust_master,
     }

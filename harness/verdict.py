@@ -3,6 +3,10 @@ view of the run (the producers' history reconciled with the sink, the faults' de
 record and what the runner found, run_state.json), and the run's figures (harness.analysis) in the one typed
 result.
 
+The verdict follows from the checks (harness.check.verdict_of): `fail` when a required check failed, else
+`unjudged` when one could not be judged (unknown) or was set aside because the machine was busy with other work
+(harness.checkers.busy, one pass after the checkers), with `unjudged_reason` naming them and why, else `pass`.
+
 Whatever goes wrong while judging (a malformed sink row, an unreadable file) still yields a result: `unjudged`,
 with the reason, and every figure computed before the problem. A run stopped from outside (Ctrl-C, SIGTERM,
 SIGHUP) is `unjudged` too, with its figures and no checks: what it measured is partial, so no check can pass or
@@ -21,12 +25,13 @@ from harness.analysis.consumers import connections_file, consumer_summary, read_
 from harness.analysis.lag import lag_series, lag_summary
 from harness.analysis.producers import rate_accuracy, skew_section
 from harness.analysis.progress import batch_stats, epoch_s
-from harness.analysis.resources import run_footprint
+from harness.analysis.resources import run_footprint, run_machine
 from harness.analysis.series import build_series
 from harness.analysis.startup import startup_steps
 from harness.analysis.spark_tasks import placement_summary, placement_tasks
 from harness.check import Check, verdict_of
 from harness.checkers import Checker, batch_cap, events, faults, oracle, run as run_checks, source, sustained
+from harness.checkers.busy import set_aside_when_busy, unjudged_reason
 from harness.checkers.state import state_matches
 from harness.checkers.catalogue import check_names
 from harness.checkers.view import RunView, Unjudgeable, read_faults, read_run
@@ -42,7 +47,7 @@ from harness.soak.checks import soak
 # the verdict, in the order result.json lists its checks
 CHECKERS: tuple[Checker, ...] = (
     run_checks.completed, events.drained, oracle.oracle, state_matches, events.sends, events.latency, sustained.sustained,
-    events.producers_reported,
+    sustained.headroom, events.producers_reported,
     faults.faults_applied, faults.expected_failure, faults.query_recovered, batch_cap.batch_cap, source.source,
     soak)
 
@@ -69,10 +74,13 @@ def judge(scenario: Scenario, run_dir: Path, state: RunState | dict,
         if state.interrupted:  # stopped from outside (Ctrl-C, SIGTERM, SIGHUP): what was measured, no verdict
             result.unjudged_reason = state.error or "interrupted"
             return result
-        checks = [c for checker in CHECKERS for c in checker(view)]
+        # one pass after the checkers: a busy machine sets failing performance checks aside (harness.checkers.busy)
+        checks = set_aside_when_busy([c for checker in CHECKERS for c in checker(view)], result.machine)
         result.oracle = view.oracle_outcome
         result.checks = [c.as_dict() for c in checks]  # type: ignore[misc]
         result.verdict = verdict_of(checks)
+        if result.verdict == "unjudged":  # which checks decided nothing, and why
+            result.unjudged_reason = unjudged_reason(c.as_dict() for c in checks)
     except Exception as exc:  # noqa: BLE001 - the run still gets its result.json, saying why it is unjudged
         result.verdict = "unjudged"
         result.unjudged_reason = str(exc) if isinstance(exc, Unjudgeable) else f"{type(exc).__name__}: {exc}"
@@ -85,6 +93,19 @@ def judge(scenario: Scenario, run_dir: Path, state: RunState | dict,
         if state.error and not state.interrupted:  # what went wrong with the run itself is still said
             result.checks = [Check("completed", False, state.error).as_dict()]  # type: ignore[list-item]
     return result
+
+
+def add_check(result: RunResult, check: Check) -> None:
+    """One more check after the judge (`baseline`, harness.runner.record), judged by the same rule: set aside when
+    the machine was busy, and the verdict decided again from all the checks, unless it did not follow from them
+    (a run stopped from outside, or one the judge could not read: there is no verdict to revise)."""
+    followed = verdict_of(result.as_dict()["checks"]) == result.verdict
+    (check,) = set_aside_when_busy([check], result.machine)
+    result.checks = [*result.checks, check.as_dict()]  # type: ignore[list-item]
+    if followed:
+        checks = result.as_dict()["checks"]
+        result.verdict = verdict_of(checks)
+        result.unjudged_reason = unjudged_reason(checks) if result.verdict == "unjudged" else None
 
 
 def unreadable(run_dir: Path) -> list[dict]:
@@ -137,9 +158,13 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     # which start-up step took what (harness.analysis.startup), for the report's start-up section
     result.startup_steps = startup_steps(read_jsonl(run_dir / "timeline.jsonl"), run.progress)
     result.publish_delay_ms = summary.publish_delay.percentiles()  # type: ignore[assignment]
-    warmup, duration = s.producers.warmup_s, s.producers.duration_s
+    warmup, duration = run.warmup_s, s.producers.duration_s
     if run.measured_from_ms is not None:
-        result.warmup = {"s": warmup, "measured_from": run.measured_from_ms / 1000.0,
+        result.warmup = {"s": warmup, "until": "caught_up" if run.warmup_end is not None else "fixed",
+                         **({"ended": run.warmup_end.get("ended"), "reason": run.warmup_end.get("reason"),
+                             "max_s": run.warmup_end.get("max_s"), "lag": run.warmup_end.get("lag"),
+                             "band": run.warmup_end.get("band")} if run.warmup_end else {}),
+                         "measured_from": run.measured_from_ms / 1000.0,
                          "events_delivered": summary.warmup_delivered,
                          "latency_ms": summary.warmup_latency.percentiles()}
     result.source = run.source
@@ -160,10 +185,15 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     except Exception as exc:  # noqa: BLE001
         result.consumers = {"error": f"reading the connection records failed: {exc!r}"}
     result.resources = run.resources
+    window = (run.t0, run.t0 + warmup + duration)  # the measured window: the footprint's and the machine's
     try:  # a figure, not a check: how much of the machine's CPU the harness took from what it measured
-        result.footprint = run_footprint(run_dir, run.t0, run.t0 + s.producers.warmup_s + s.producers.duration_s)
+        result.footprint = run_footprint(run_dir, *window)
     except Exception as exc:  # noqa: BLE001
         result.footprint = {"ratio": None, "ok": None, "error": f"reading resources.jsonl failed: {exc!r}"}
+    try:  # what processes outside the run took meanwhile: over the bound, performance checks are set aside
+        result.machine = run_machine(run_dir, *window, s.checks.max_busy_share)
+    except Exception as exc:  # noqa: BLE001
+        result.machine = {"busy": None, "error": f"reading resources.jsonl failed: {exc!r}"}
     progress = run.progress
     result.batches = len({p.get("batchId") for p in progress})  # a batch re-run after a restart counts once
     steady_from = run.t0 + perf.steady["from_s"] if perf else (run.measured_from_ms or 0.0) / 1000.0

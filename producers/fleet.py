@@ -31,6 +31,8 @@ START_LEAD_S = 1.5  # `start`: processes started now are sending by then (their 
 GO_LEAD_S = 0.25  # `go`: ready processes see job.json (polled every 20 ms) and spawn their users by then
 READY_TIMEOUT_S = 60.0  # `go`: how long a prepared process may still take to be ready
 PREPARED_JOB = "prepared-job.json"  # the job without its start time, for processes started before the go
+MEASURE_FILE = "measure.json"  # the measured window's start, written when a caught_up warm-up ends
+MEASURE_POLL_S = 0.2  # how often a process in a caught_up warm-up looks for it
 
 
 class ProducerFleet:
@@ -96,6 +98,33 @@ class ProducerFleet:
         self.job["start_at"] = start_at
         atomic.write_json(self.out_dir / "job.json", self.job)
         return start_at
+
+    @property
+    def adaptive_warmup(self) -> bool:
+        """The warm-up lasts until the runner says the query caught up (measure.json), at most warmup_max_s."""
+        return self.job.get("warmup_until") == "caught_up"
+
+    def start_measuring(self, measure_at: float, record: dict) -> None:
+        """End a caught_up warm-up: the measured window (duration_s) starts at `measure_at` (epoch s, a moment
+        ahead: every process polls for it), `record` saying why (harness.analysis.warmup)."""
+        start = float(self.job["start_at"])
+        atomic.write_json(self.out_dir / MEASURE_FILE, {**record, "measure_at": measure_at,
+                                                        "warmup_s": round(measure_at - start, 6)})
+
+    def warmup_s(self) -> float:
+        """The warm-up this fleet's traffic had (seconds from its start to the measured window): warmup_s, or
+        for a caught_up warm-up what measure.json says (a run stopped before it ended: warmup_max_s, the longest
+        the processes would have waited)."""
+        if not self.adaptive_warmup:
+            return float(self.job.get("warmup_s") or 0.0)
+        record = self.measure_record()
+        return float(record["warmup_s"]) if record else float(self.job["warmup_max_s"])
+
+    def measure_record(self) -> dict | None:
+        try:
+            return json.loads((self.out_dir / MEASURE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
 
     def ready(self) -> set[int]:
         """The prepared processes that said they are ready (`ready-<index>.json`, written atomically)."""

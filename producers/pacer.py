@@ -51,6 +51,13 @@ class TokenPacer:
         self._wake_cache: tuple[tuple, float | None] | None = None
         self._total_events = math.floor(rate.total * self.share + _SLACK) if math.isfinite(rate.total) else math.inf
 
+    def set_rate(self, rate: RateFunction) -> None:
+        """Go on with `rate` from now: it must equal the old one up to now (a caught_up warm-up's end, set ahead of
+        time, only moves where the warm-up's constant phase stops), so the events taken so far stay taken."""
+        self.rate = rate
+        self._next_cache = self._wake_cache = None
+        self._total_events = math.floor(rate.total * self.share + _SLACK) if math.isfinite(rate.total) else math.inf
+
     # ------------------------------------------------------------------
     def _count_by(self, rel: float) -> int:
         # _CLOCK_SLACK_S absorbs the rounding of absolute clocks (an epoch time has

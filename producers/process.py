@@ -41,6 +41,7 @@ from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
 from harness import atomic  # noqa: E402
+from producers.fleet import MEASURE_FILE, MEASURE_POLL_S  # noqa: E402
 from producers.keys import make_key_chooser  # noqa: E402
 from producers.pacer import TokenPacer  # noqa: E402
 from producers.payloads import PayloadSource  # noqa: E402
@@ -84,8 +85,10 @@ class Shared:
         # how long the first event due may wait for the rest of its batch (pacer.wake_at); librdkafka lingers
         # on its own (linger.ms) before sending anyway
         self.batch_wait_s = float(job.get("batch_wait_s", BATCH_WAIT_S))
-        warmup = float(job.get("warmup_s") or 0.0)
-        self.rate = warmed_up(make_rate(TypeAdapter(RateSpec).validate_python(job["rate"])), warmup)
+        self.base_rate = make_rate(TypeAdapter(RateSpec).validate_python(job["rate"]))
+        # a caught_up warm-up lasts until the runner's measure.json, at most warmup_max_s: until then the longest
+        self.warmup_s = float(job["warmup_max_s"] if self.adaptive_warmup else job.get("warmup_s") or 0.0)
+        self.rate = warmed_up(self.base_rate, self.warmup_s)
         self.pacer: TokenPacer | None = None  # made at the start (`begin`): its intended times count from it
         if job.get("start_at") is not None:
             self.begin(float(job["start_at"]))
@@ -101,12 +104,27 @@ class Shared:
         self.done = False
         self.lock = Semaphore()  # one batch at a time: events reach the client in sequence order
 
+    @property
+    def adaptive_warmup(self) -> bool:
+        return self.job.get("warmup_until") == "caught_up"
+
     def begin(self, start_at: float) -> None:
         """The traffic's start (the same instant for every process): the schedule and its end count from it."""
         job = self.job
         self.start = start_at
-        self.planned_end = self.end = start_at + float(job.get("warmup_s") or 0.0) + float(job["duration_s"])
+        self.planned_end = self.end = start_at + self.warmup_s + float(job["duration_s"])
         self.pacer = TokenPacer(self.rate, start_at, share=1.0 / job["processes"], max_backlog_s=job["max_backlog_s"])
+
+    def measure_from(self, measure_at: float) -> None:
+        """A caught_up warm-up ends at `measure_at` (the runner's measure.json, written ahead of it): the rate's own
+        clock and the measured duration_s start then. Until `measure_at` the schedule is the warm-up's constant
+        rate either way, so the pacer goes on from the events it took."""
+        self.warmup_s = max(0.0, measure_at - self.start)
+        self.rate = warmed_up(self.base_rate, self.warmup_s)
+        if self.pacer is not None:
+            self.pacer.set_rate(self.rate)
+        if not self.stopping:
+            self.planned_end = self.end = measure_at + float(self.job["duration_s"])
 
     def stop_now(self) -> None:
         """SIGTERM (the runner stopping early): the traffic ends now; acks are still collected, logs written."""
@@ -251,6 +269,17 @@ def wait_for_go(shared: Shared, go_file: Path, poll_s: float = GO_POLL_S) -> flo
     return None
 
 
+def await_measure(shared: Shared, measure_file: Path, poll_s: float = MEASURE_POLL_S) -> None:
+    """A caught_up warm-up: wait for the runner's measure.json (written atomically, a moment before the time it
+    names) and move the schedule's measured window to it."""
+    while not shared.stopping and not shared.done:
+        try:
+            shared.measure_from(float(json.loads(measure_file.read_text())["measure_at"]))
+            return
+        except FileNotFoundError:
+            gevent.sleep(poll_s)
+
+
 def close_unstarted(shared: Shared) -> None:
     """Stopped before the go: nothing was sent; the client and the files closed, no summary (no traffic ran)."""
     if shared.poller is not None:
@@ -281,6 +310,8 @@ def run(job_path: Path, index: int) -> int:
             close_unstarted(shared)
             return 0
         shared.begin(start_at)
+    if shared.adaptive_warmup:
+        gevent.spawn(await_measure, shared, Path(job["out_dir"]) / MEASURE_FILE)
     gevent.sleep(max(0.0, shared.start - time.time() - 0.2))  # users up just before the first event is due
     runner.start(int(job["users"]), spawn_rate=100)  # all users within a fraction of a second
     while time.time() < shared.end:

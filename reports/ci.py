@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.check import counts_against
+from harness.check import UNDECIDED, status_of
 from reports.junit import junit_xml
 
 __all__ = ["junit_xml", "summary_markdown"]  # junit.xml is written through reports.ci
@@ -21,10 +21,11 @@ def summary_markdown(result: dict[str, Any], baseline: dict | None = None) -> st
     mark = {"pass": "✅", "fail": "❌"}.get(verdict, "⚠️")
     c, lat, thr = result.get("counts", {}), result.get("latency_ms", {}), result.get("throughput", {})
     checks = result.get("checks") or []
-    failed = [ch for ch in checks if counts_against(ch)]
+    failed = [ch for ch in checks if status_of(ch) == "fail"]
+    undecided = [ch for ch in checks if status_of(ch) in UNDECIDED]
     lines = [f"## {mark} `{result.get('scenario')}` on {result.get('backend')}: {verdict.upper()}", ""]
     if verdict == "unjudged":
-        lines += [f"**Could not be judged:** {result.get('unjudged_reason')}", ""]
+        lines += [f"**Unjudged:** {result.get('unjudged_reason')}", ""]
     lines += ["| produced | delivered | lost | expected loss | duplicates | p50 ms | p99 ms | produced/s | "
               "Spark rows/s while busy | faults | duration |", "|---|---|---|---|---|---|---|---|---|---|---|",
               f"| {c.get('produced', 0):,} | {c.get('delivered_unique', 0):,} | {c.get('lost', 0):,} | "
@@ -34,7 +35,10 @@ def summary_markdown(result: dict[str, Any], baseline: dict | None = None) -> st
     if failed:
         lines += [f"**{len(failed)} of {len(checks)} checks failed:**", ""]
         lines += [f"- `{ch['name']}`: {_one_line(ch['detail'], 500)}" for ch in failed]
-    else:
+    if undecided:
+        lines += ([""] if failed else []) + [f"**{len(undecided)} of {len(checks)} checks unjudged:**", ""]
+        lines += [f"- `{ch['name']}`: {_one_line(ch['detail'], 500)}" for ch in undecided]
+    if not failed and not undecided:
         lines += [f"All {len(checks)} checks passed."]
     resources = result.get("resources") or {}
     roles = resources.get("roles") or {}

@@ -141,8 +141,10 @@ def load_run(path: Path) -> Run:
 
 
 def _worst(verdicts) -> str:
+    """A repeat set's verdict from its runs' (harness.commands.repeat's rule): fail beats unjudged beats pass."""
     verdicts = list(verdicts)
-    return next((v for v in ("unjudged", "fail") if v in verdicts), "pass")
+    return next((v for v in ("fail", "unjudged") if v in verdicts),
+                "pass" if all(v == "pass" for v in verdicts) else "unjudged")
 
 
 def steady_samples(path: Path, result: dict) -> dict[str, list[float]]:

@@ -19,15 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from harness.check import counts_against, status_of
+from harness.check import status_of
 from harness.jsonl import read_jsonl
 from harness.secrets import redacted
-from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE
+from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE, warmup_line
 from reports.accounting import accounting_rows, environment_rows
 from reports.binning import COLUMNS, bin_columns, bin_size, extreme_rows, extremes, note
 from reports.charts import (COLORS, Chart, human_ms, mark_performance, ms_axis, nines, nines_axis, shade_faults,
                             thousands)
-from reports.performance import RECOVERY_HEAD, RECOVERY_NOTE, recovery_rows, steady_lines, sustained_check, sustained_rows
+from reports.performance import (RECOVERY_HEAD, RECOVERY_NOTE, headroom_line, recovery_rows, steady_lines,
+                                 sustained_check, sustained_rows)
 from harness.analysis.progress import epoch_s
 from harness.analysis.series import dense_seconds
 
@@ -467,6 +468,8 @@ def performance_html(result: dict) -> str:
         check = sustained_check(result) or {}
         out += (f'<h2 id="sustained">Keeping up: {html.escape(str(check.get("status")))}</h2>'
                 + _table(["criterion", "status", "detail"], [[html.escape(c) for c in row] for row in rows]))
+        room = headroom_line(result)
+        out += f'<p id="headroom">{html.escape(room)}</p>' if room else ""
     return out
 
 
@@ -484,7 +487,7 @@ def throughput_html(result: dict) -> str:
 def summary_words(result: dict) -> str:
     """The verdict in a sentence or three."""
     c, lat, thr = result.get("counts") or {}, result.get("latency_ms") or {}, result.get("throughput") or {}
-    failed = [x for x in result.get("checks") or [] if counts_against(x)]
+    failed = [x for x in result.get("checks") or [] if status_of(x) == "fail"]
     words = [f"{c.get('produced', 0):,} events produced, {c.get('acked', 0):,} acked; "
              f"{c.get('delivered_unique', 0):,} delivered, {c.get('lost', 0):,} lost "
              f"({c.get('expected_lost', 0):,} of them expected by a fault), {c.get('duplicates', 0):,} duplicated."]
@@ -508,10 +511,10 @@ def resources_html(run: dict) -> str:
     """The resource figures per role and the leak verdicts, as tables (result.json's `resources`, or computed from
     resources.jsonl for a run judged before there was one)."""
     from harness.analysis.resources import MB, summarize
-    from reports.resources import footprint_html
+    from reports.resources import footprint_html, machine_html
 
     summary = run["result"].get("resources") or summarize(run["resources"])
-    foot = footprint_html(run["result"].get("footprint") or {})
+    foot = footprint_html(run["result"].get("footprint") or {}) + machine_html(run["result"].get("machine"))
     if not summary.get("roles"):
         return f"<h2>Resources</h2>{foot}" if foot else ""
     rows = [[html.escape(role), r["processes"], f"{r['rss_peak_bytes'] / MB:,.0f} MB",
@@ -562,6 +565,7 @@ def build_html(run_dir: Path) -> str:
     checks = _table(["check", "ok", "detail"],
                     [[html.escape(x["name"]), {"pass": "yes", "fail": '<span class="bad">NO</span>',
                                                "unknown": '<span class="bad">unknown</span>',
+                                               "unjudged": '<span class="bad">unjudged</span>',
                                                "not required": '<span class="muted">not required</span>'}[status_of(x)],
                       html.escape(x["detail"])] for x in result.get("checks") or []])
     c = result.get("counts") or {}
@@ -584,8 +588,7 @@ def build_html(run_dir: Path) -> str:
         f'<span class="verdict {verdict}">{verdict.upper()}</span></h1>',
         f"<p>{summary_words(result)}</p>",
         f'<p class="muted">Traffic {result.get("traffic_s", 0):.0f} s'
-        + (f" after a {warm.get('s', 0):g} s warm-up (its {warm.get('events_delivered', 0):,} events are checked "
-           f"but kept out of latency and throughput)" if warm else "")
+        + (f" after the {html.escape(warmup_line(warm))}" if warm else "")
         + f", whole run {result.get('duration_s', 0):.0f} s; {result.get('batches', 0)} micro-batches; "
           f"{len(faults)} fault(s). Times are seconds since the traffic started; faults are shaded red.</p>",
         "<h2>Checks</h2>", checks, "<h2>Accounting</h2>", counts,
@@ -602,7 +605,7 @@ def build_html(run_dir: Path) -> str:
     missing = run["series"].get("error") or ("" if run["series"] else "no series.json in the run directory")
     if missing:
         parts.append(f'<p class="bad">Figures over time are missing: {html.escape(missing)}.</p>')
-    if run["resources"] or result.get("footprint"):
+    if run["resources"] or result.get("footprint") or result.get("machine"):
         parts.append(resources_html(run))
     parts += ["<h2>Environment</h2>", environment_html(run),
               f'<p class="muted">{len(charts)} figures. report.md beside this file has the same run in tables.</p>',

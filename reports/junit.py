@@ -3,10 +3,13 @@ history follows each check from build to build.
 
 The same cases in every run of a scenario: the checks the scenario is judged by (result.json `expected_checks`,
 harness.checkers.catalogue), then any check the run added. A check the run did not judge is a skipped case with
-the reason, never a missing one: not required, or not reached because the run stopped. An unknown check (it could
-not be judged) fails the verdict, so it is an <error> of type "unknown", never a quiet skip.
+the reason, never a missing one: not required, or not reached because the run stopped. A check that decided
+nothing, unknown (it could not be judged) or unjudged (a performance check set aside because the machine was busy),
+is an <error> of type "unjudged" with the reason: not a failure (nothing was shown wrong), and not a skip (a
+skipped case reads as not-a-problem, and it keeps the run from passing).
 
-One cause, one error: when the run could not be judged, or stopped before any traffic (a configuration or set-up
+One cause, one error: when the run as a whole could not be judged (the judge could not read it, or it was stopped
+from outside: its verdict does not follow from its checks), or stopped before any traffic (a configuration or set-up
 error: a broker that did not start, a query that did not start), the `completed` case is the one <error> with the
 reason and every other case is skipped saying so, rather than four failures that are all the same error.
 A pure function of result.json.
@@ -16,14 +19,15 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from harness.check import REPORTED_ONLY_WHEN_FAILED as IMPLICIT_PASS, status_of
+from harness.check import REPORTED_ONLY_WHEN_FAILED as IMPLICIT_PASS, UNDECIDED, status_of, verdict_of
 
 RUN_CASE = "completed"  # the case that carries what stopped the run
 
 
 def stop_reason(result: dict[str, Any]) -> str | None:
-    """Why no check of this run was judged, or None when the run was judged on what it sent."""
-    if result.get("verdict") == "unjudged":
+    """Why no check of this run was judged, or None when the run was judged on what it sent (an unjudged verdict
+    that follows from its checks was judged: its undecided checks say why)."""
+    if result.get("verdict") == "unjudged" and verdict_of(result.get("checks") or []) != "unjudged":
         return f"not judged: {result.get('unjudged_reason') or 'the run could not be judged'}"
     run = next((c for c in result.get("checks") or [] if c.get("name") == RUN_CASE), None)
     if run is not None and status_of(run) == "fail" and not (result.get("counts") or {}).get("produced"):
@@ -68,9 +72,10 @@ def junit_xml(result: dict[str, Any]) -> str:
             ET.SubElement(case, "error" if case_name == RUN_CASE else "failure", message=_one_line(check["detail"]),
                           type="run" if case_name == RUN_CASE else "check").text = check["detail"]
             tally["errors" if case_name == RUN_CASE else "failures"] += 1
-        elif status_of(check) == "unknown":  # it could not be judged, and that fails the verdict: red, not skipped
-            ET.SubElement(case, "error", message=_one_line("unknown (fails the verdict): " + check["detail"]),
-                          type="unknown").text = check["detail"]
+        elif status_of(check) in UNDECIDED:  # it decided nothing and keeps the run from passing: an error, not a skip
+            message = (check["detail"] if status_of(check) == "unjudged"
+                       else f"unjudged: could not be judged: {check['detail']}")
+            ET.SubElement(case, "error", message=_one_line(message), type="unjudged").text = check["detail"]
             tally["errors"] += 1
         elif status_of(check) == "not required":  # its detail says so itself
             ET.SubElement(case, "skipped", message=_one_line(check["detail"]))

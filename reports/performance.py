@@ -1,6 +1,7 @@
 """The run's performance in words and tables, for report.md and report.html alike: where its steady state began
 and what start-up cost (harness.analysis.steady), whether the query kept up (the `sustained` check's figures,
-harness.checkers.sustained), and what each fault cost (harness.analysis.recovery)."""
+harness.checkers.sustained) and how much room its batches left (`headroom`), and what each fault cost
+(harness.analysis.recovery)."""
 from __future__ import annotations
 
 from typing import Any
@@ -42,6 +43,15 @@ def sustained_rows(result: dict) -> list[list[str]]:
     """Each keeping-up criterion: name, status, detail."""
     check = sustained_check(result) or {}
     return [[c["name"], c.get("status") or "-", c["detail"]] for c in check.get("criteria") or []]
+
+
+def headroom_line(result: dict) -> str | None:
+    """The `headroom` check in a sentence, under the keeping-up criteria: the batches' room, not one of them."""
+    check = next((c for c in result.get("checks") or [] if c.get("name") == "headroom"), None)
+    if check is None:
+        return None
+    return (f"Headroom ({check.get('status')}; how much of the trigger the median batch leaves idle, not a "
+            f"criterion of keeping up): {check.get('detail')}")
 
 
 def recovery_rows(result: dict) -> list[list[str]]:

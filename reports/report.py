@@ -4,10 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.check import status_of
-from reports.performance import RECOVERY_HEAD, RECOVERY_NOTE, recovery_rows, steady_lines, sustained_check, sustained_rows
+from reports.performance import (RECOVERY_HEAD, RECOVERY_NOTE, headroom_line, recovery_rows, steady_lines,
+                                 sustained_check, sustained_rows)
 from harness.jsonl import read_jsonl
 from reports.accounting import accounting_rows, environment_rows
-from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE
+from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE, warmup_line
 
 
 def oracle_section(result: dict) -> list[str]:
@@ -46,6 +47,8 @@ def performance_section(result: dict) -> list[str]:
         check = sustained_check(result) or {}
         parts += ["", f"## Keeping up: {check.get('status')}", "", check.get("detail", ""), "",
                   _table(["criterion", "status", "detail"], rows)]
+        room = headroom_line(result)
+        parts += ["", room] if room else []
     recovery = recovery_rows(result)
     if recovery:
         parts += ["", "## Recovery per fault", "", RECOVERY_NOTE, "", _table(RECOVERY_HEAD, recovery)]
@@ -105,6 +108,7 @@ def build_report(result: dict, run_dir: Path) -> str:
     parts += [
         "## Checks",
         _table(["check", "ok", "detail"], [[x["name"], {"pass": "yes", "fail": "**NO**", "unknown": "**unknown**",
+                                                         "unjudged": "**unjudged**",
                                                          "not required": "not required"}[status_of(x)],
                                              x["detail"]] for x in result["checks"]]),
         "",
@@ -121,10 +125,8 @@ def build_report(result: dict, run_dir: Path) -> str:
     ]
     warm = result.get("warmup") or {}
     if warm:
-        parts += ["", f"Measured after a warm-up of {warm['s']:g} s (producers.warmup_s): throughput, latency and "
-                      f"batch timings above leave out its {warm['events_delivered']:,} events, which were still "
-                      f"checked for loss and duplicates. Their latency: "
-                      + ", ".join(f"{k} {v:,.1f} ms" for k, v in warm["latency_ms"].items()) + "."]
+        parts += ["", f"Measured after the {warmup_line(warm)}; batch timings above leave them out too. "
+                      f"Their latency: " + ", ".join(f"{k} {v:,.1f} ms" for k, v in warm["latency_ms"].items()) + "."]
     parts += performance_section(result)
     parts += oracle_section(result)
     pd_ = result.get("publish_delay_ms")
@@ -168,11 +170,12 @@ def build_report(result: dict, run_dir: Path) -> str:
         from harness.analysis.resources import load, summarize
         from reports.resources import resources_markdown
 
-        parts += resources_markdown(result.get("resources") or summarize(load(run_dir)), result.get("footprint"))
-    elif result.get("footprint"):  # not sampled: the footprint says it is unknown
+        parts += resources_markdown(result.get("resources") or summarize(load(run_dir)), result.get("footprint"),
+                                    result.get("machine"))
+    elif result.get("footprint") or result.get("machine"):  # not sampled: the footprint says it is unknown
         from reports.resources import resources_markdown
 
-        parts += resources_markdown({}, result["footprint"])
+        parts += resources_markdown({}, result.get("footprint"), result.get("machine"))
     events = read_jsonl(run_dir / "timeline.jsonl")
     t0 = events[0]["t"] if events else 0.0
     if result.get("faults"):

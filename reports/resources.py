@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 
 from harness.analysis.resources import MB
-from harness.wording import footprint_line
+from harness.wording import footprint_line, machine_line
 
 
 # -- report.md -----------------------------------------------------------------------------------------------------
@@ -16,6 +16,21 @@ def _table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def machine_markdown(machine: dict | None) -> list[str]:
+    """The machine's paragraph: what processes outside the run took of its CPU (result.json `machine`)."""
+    if not machine:
+        return []
+    return ["", ("**The machine was busy.** " if machine.get("busy") else "") + machine_line(machine) + "."]
+
+
+def machine_html(machine: dict | None) -> str:
+    """The machine's paragraph for report.html (escaped; "the machine was busy" marked when over the bound)."""
+    if not machine:
+        return ""
+    lead = '<span class="bad">The machine was busy.</span> ' if machine.get("busy") else ""
+    return f"<p>{lead}{html.escape(machine_line(machine))}.</p>"
 
 
 def footprint_markdown(foot: dict) -> list[str]:
@@ -45,10 +60,13 @@ def footprint_html(foot: dict) -> str:
     return f"<p>{lead}{html.escape(footprint_line(foot) + roles)}.</p>"
 
 
-def resources_markdown(summary: dict, foot: dict | None = None) -> list[str]:
-    """The Resources section of report.md (nothing when the run was not sampled), opening with the footprint."""
+def resources_markdown(summary: dict, foot: dict | None = None, machine: dict | None = None) -> list[str]:
+    """The Resources section of report.md (nothing when the run was not sampled), opening with the footprint and
+    the machine's other load."""
     if not summary or not summary.get("roles"):
-        return ["", "## Resources", "", footprint_line(foot)] if foot else []
+        if not foot and not machine:
+            return []
+        return ["", "## Resources"] + (["", footprint_line(foot)] if foot else []) + machine_markdown(machine)
     cost = summary.get("cost_ms") or {}
     span = (summary.get("last_t") or 0) - (summary.get("first_t") or 0)
     parts = ["", "## Resources",
@@ -67,7 +85,7 @@ def resources_markdown(summary: dict, foot: dict | None = None) -> list[str]:
                       "-" if r["cores_mean"] is None else f"{r['cores_mean']:.2f}",
                       "-" if r["cores_peak"] is None else f"{r['cores_peak']:.2f}", r["fds_max"], r["threads_max"]]
                      for role, r in summary["roles"].items()])]
-    parts[3:3] = footprint_markdown(foot or {})
+    parts[3:3] = footprint_markdown(foot or {}) + machine_markdown(machine)
     disk = summary.get("disk") or {}
     if disk:
         parts += ["", f"Disk (allocated, the run directory): peak {_mb(disk['peak_bytes'])}, at the end "

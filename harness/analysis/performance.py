@@ -14,7 +14,7 @@ from typing import Any
 from harness.analysis.lag import lag_series
 from harness.analysis.progress import commit_s
 from harness.analysis.recovery import recoveries
-from harness.analysis.steady import hist_between, startup_figures, steady_window
+from harness.analysis.steady import hist_between, measured_is_steady, startup_figures, steady_window
 from harness.analysis.sustain import sustain_figures
 from harness.histsummary import Hist
 
@@ -29,6 +29,9 @@ class Performance:
     trigger_interval_ms: float | None = None  # None: not a processing-time trigger
 
 
+LAG_END_INTERVALS = 2.0  # the lag band: a query that keeps up is at most this many cadences of traffic behind
+
+
 def cadence_s(trigger_interval_ms: float | None, batch_p50_ms: float | None) -> float:
     """How often the query commits: the trigger interval, or the batches' own time when they overrun it, at
     least 1 s (the lag samples' own period)."""
@@ -39,12 +42,18 @@ def performance(*, per_second: dict, measured_latency: Hist, t0: float, warmup_s
                 progress: list[dict], lag_samples: list[dict], faults: list[dict], trigger_interval_ms: float | None,
                 run_started: float | None, run_end: float, expected_lost_by_fault: dict[int, int] | None = None,
                 lost_by_ack_second: dict[int, int] | None = None,
-                duplicate_commits_ms: dict[float, int] | None = None) -> Performance:
+                duplicate_commits_ms: dict[float, int] | None = None,
+                warmup_end: dict[str, Any] | None = None) -> Performance:
+    """`warmup_end`: how a caught_up warm-up ended (harness.analysis.warmup); the measured window after it is
+    the steady state by construction, so nothing of it is cut as start-up."""
     injected = sorted(float(f.get("inject_started_at") or f["injected_at"]) for f in faults
                       if f.get("injected_at") is not None)
     series = lag_series(lag_samples, progress)
-    steady = steady_window(per_second, warmup_s, warmup_s + duration_s, (injected[0] - t0) if injected else None,
-                           [(float(s["t"]) - t0, float(s["lag"])) for s in series])
+    if warmup_end is not None:
+        steady = measured_is_steady(warmup_s, warmup_s + duration_s, warmup_end)
+    else:
+        steady = steady_window(per_second, warmup_s, warmup_s + duration_s, (injected[0] - t0) if injected else None,
+                               [(float(s["t"]) - t0, float(s["lag"])) for s in series])
     steady["t0"] = t0  # epoch s: the series' origin (harness compare finds the steady windows with it)
     headline = (measured_latency if steady["from_s"] <= steady["measured_from_s"]
                 else hist_between(per_second, steady["from_s"]))

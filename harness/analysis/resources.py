@@ -1,5 +1,10 @@
 """Figures and leak verdicts from resources.jsonl (harness.resources): pure functions of the samples.
 
+The machine (`machine`): how much CPU processes outside the run took while it measured, from /proc/stat's
+counters in the same samples: the machine's busy time minus what the run's own processes used, and steal apart.
+A run starved by its neighbours measured them, not its query (harness.checkers.busy sets its performance checks
+aside).
+
 Per role (broker, driver, executor, producer, …): how many processes, peak and mean RSS (the role's processes
 summed at each sample), CPU as cores used (cumulative CPU-time deltas between samples over wall time), most open
 files and threads; the run directory's disk over time. Leaks: the growth of each process's anonymous RSS (heap
@@ -31,6 +36,9 @@ HARNESS_ROLES = ("producer", "runner", "netproxy")
 SUT_ROLES = ("broker", "emulator", "spark-master", "spark-worker", "driver", "driver-jvm", "executor",
              "python-worker", "launcher")
 FOOTPRINT_GOAL = 0.05  # the harness's CPU under 5% of the system under test's: more distorts what it measures
+# /proc/stat's columns that are a CPU at work for some process (harness.resources.STAT_FIELDS; guest time is
+# already inside user and nice); steal, time the hypervisor gave another guest, is counted apart
+BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq")
 
 
 def load(run_dir: Path) -> list[dict]:
@@ -126,6 +134,19 @@ def roles_summary(samples: list[dict]) -> dict[str, dict]:
     return out
 
 
+def window_parts(intervals: list[tuple], start: float | None, end: float | None) -> list[tuple]:
+    """(from, to, share of the interval, payload) of each (start, end, payload) interval in the window [`start`,
+    `end`] (None: unbounded): those lying wholly inside it; only when none does (a window shorter than the
+    sampling interval), the overlapping parts, each with the share of its interval it covers."""
+    lo_w = -math.inf if start is None else start
+    hi_w = math.inf if end is None else end
+    inside = [(s, e, 1.0, x) for s, e, x in intervals if s >= lo_w and e <= hi_w]
+    if inside:
+        return inside
+    return [(max(s, lo_w), min(e, hi_w), (min(e, hi_w) - max(s, lo_w)) / (e - s), x) for s, e, x in intervals
+            if min(e, hi_w) > max(s, lo_w)]
+
+
 def cpu_in_window(samples: list[dict], start: float | None = None,
                   end: float | None = None) -> tuple[dict, float, float | None, float | None]:
     """({role: CPU seconds}, seconds covered, covered from, covered to) between `start` and `end` (default: the
@@ -133,12 +154,7 @@ def cpu_in_window(samples: list[dict], start: float | None = None,
     straddles an edge holds what happened outside it too (a producer's imports just before its traffic), which
     spreading evenly would wrongly count. Only when no interval fits (a window shorter than the sampling interval)
     are the overlapping parts counted, each by its share of the interval."""
-    lo_w = -math.inf if start is None else start
-    hi_w = math.inf if end is None else end
-    intervals = cpu_intervals(samples)
-    parts = [(s, e, c) for s, e, c in intervals if s >= lo_w and e <= hi_w]
-    if not parts:
-        parts = [(max(s, lo_w), min(e, hi_w), c) for s, e, c in intervals if min(e, hi_w) > max(s, lo_w)]
+    parts = [(lo, hi, c) for lo, hi, _, c in window_parts(cpu_intervals(samples), start, end)]
     used: dict[str, float] = defaultdict(float)
     for lo, hi, cores in parts:
         for role, c in cores.items():
@@ -185,14 +201,92 @@ def footprint(samples: list[dict], start: float | None = None, end: float | None
     return out | {"detail": detail}
 
 
-def run_footprint(run_dir: Path, start: float | None, end: float | None) -> dict:
-    """`footprint` of a run directory over its traffic, [`start`, `end`] (the producers' start and scheduled end),
-    ended earlier by the timeline's traffic_end when the traffic stopped early."""
+def measured_window(run_dir: Path, start: float | None, end: float | None) -> tuple[float | None, float | None]:
+    """[`start`, `end`] (the producers' start and scheduled end), ended earlier by the timeline's traffic_end when
+    the traffic stopped early: the window the footprint and the machine figure are taken over."""
     ends = [e["t"] for e in read_jsonl(Path(run_dir) / "timeline.jsonl")
             if e.get("event") == "traffic_end" and isinstance(e.get("t"), (int, float))]
     if ends and end is not None and start is not None and start < ends[-1] < end:
         end = ends[-1]
-    return footprint(load(run_dir), start, end)
+    return start, end
+
+
+def run_footprint(run_dir: Path, start: float | None, end: float | None) -> dict:
+    """`footprint` of a run directory over its traffic (measured_window)."""
+    return footprint(load(run_dir), *measured_window(run_dir, start, end))
+
+
+def machine_intervals(samples: list[dict]) -> list[tuple[float, float, dict]]:
+    """(start, end, {"busy_s", "steal_s", "run_s", "sut_cpu_s", "cores", "ended"}) between consecutive samples
+    that both read /proc/stat: the CPU seconds the whole machine was busy (BUSY_FIELDS) and stolen, what the run's
+    own processes used (every role: cpu_intervals' rule) and the system under test's of it, and how many of the
+    run's processes ended in it (their CPU after their last sample is not seen, so it would read as someone
+    else's)."""
+    ordered = sorted((x for x in samples if x.get("stat")), key=lambda x: x["t"])
+    run_cores_by_role = {(start, end): cores for start, end, cores in cpu_intervals(ordered)}
+    out = []
+    for prev, cur in zip(ordered, ordered[1:]):
+        dt = cur["t"] - prev["t"]
+        if dt <= 0:
+            continue
+        a, b = prev["stat"], cur["stat"]
+        ended = {(r["pid"], r["create_time"]) for r in prev.get("procs") or []} - \
+            {(r["pid"], r["create_time"]) for r in cur.get("procs") or []}
+        by_role = run_cores_by_role.get((prev["t"], cur["t"]), {})
+        out.append((prev["t"], cur["t"], {
+            "busy_s": max(0.0, sum(b.get(f, 0.0) - a.get(f, 0.0) for f in BUSY_FIELDS)),
+            "steal_s": max(0.0, b.get("steal", 0.0) - a.get("steal", 0.0)),
+            "run_s": sum(by_role.values()) * dt,
+            "sut_cpu_s": sum(v for r, v in by_role.items() if r in SUT_ROLES) * dt,
+            "cores": b.get("cores") or a.get("cores") or 0, "ended": len(ended)}))
+    return out
+
+
+def machine(samples: list[dict], start: float | None, end: float | None, max_busy_share: float) -> dict:
+    """How busy the machine was with other work over [`start`, `end`] (window_parts' rule): the CPU that
+    processes outside the run took (the machine's busy CPU time from /proc/stat minus the run's own processes',
+    never below 0), in cores and as a share of the machine (cores x seconds), steal apart, and the run's own.
+    Intervals in which a process of the run ended are left out (`left_out_s`): its last CPU is not sampled and
+    would read as another process's. `busy` is whether other processes and steal together took more than
+    `max_busy_share` of the machine (`sut_cores`: the system under test's own share of the run's CPU, for
+    harness.checkers.busy's bound on what the others' CPU could have changed); None (unknown) when the samples hold no /proc/stat counters (a run recorded
+    before they were sampled, a machine without /proc) or none of their intervals is in the window."""
+    out: dict = {"from_t": start, "to_t": end, "max_busy_share": max_busy_share}
+    parts = window_parts(machine_intervals(samples), start, end)
+    kept = [(lo, hi, share, x) for lo, hi, share, x in parts if not x["ended"]]
+    covered = sum(hi - lo for lo, hi, _, _ in kept)
+    out["window_s"] = round(covered, 3)
+    out["left_out_s"] = round(sum(hi - lo for lo, hi, _, x in parts if x["ended"]), 3)
+    cores = max((x["cores"] for _, _, _, x in kept), default=0)
+    if not covered or not cores:
+        why = ("no resource samples hold the machine's CPU counters (/proc/stat)" if not parts else
+               "every sampled interval of the window saw a process of the run end")
+        return out | {"cores": cores or None, "busy": None, "detail": f"the machine's other load is unknown: {why}"}
+    busy, steal, run, sut = (sum(share * x[key] for _, _, share, x in kept)
+                             for key in ("busy_s", "steal_s", "run_s", "sut_cpu_s"))
+    other = max(0.0, busy - run)
+    capacity = cores * covered
+    share = (other + steal) / capacity
+    out |= {"cores": cores, "machine_cpu_s": round(busy, 3), "run_cpu_s": round(run, 3),
+            "other_cpu_s": round(other, 3), "steal_cpu_s": round(steal, 3),
+            "other_cores": round(other / covered, 4), "run_cores": round(run / covered, 4),
+            "other_share": round(other / capacity, 5), "steal_share": round(steal / capacity, 5),
+            "busy_share": round(share, 5), "sut_cpu_s": round(sut, 3), "sut_cores": round(sut / covered, 4),
+            "busy": share > max_busy_share}
+    detail = (f"other processes took {other / covered:,.2f} cores ({other / capacity:.1%} of the machine's {cores} "
+              f"cores) and steal {steal / capacity:.1%} over {covered:,.0f} s of traffic, beside the run's own "
+              f"{run / covered:,.2f} cores")
+    if out["left_out_s"]:
+        detail += f" ({out['left_out_s']:,.0f} s left out: a process of the run ended in them)"
+    detail += (f": the machine was busy ({share:.1%} > {max_busy_share:.0%})" if out["busy"] else
+               f"; within the {max_busy_share:.0%} bound")
+    return out | {"detail": detail}
+
+
+def run_machine(run_dir: Path, start: float | None, end: float | None, max_busy_share: float) -> dict:
+    """`machine` of a run directory over its traffic (measured_window, the footprint's window), against the
+    scenario's bound (checks.max_busy_share)."""
+    return machine(load(run_dir), *measured_window(run_dir, start, end), max_busy_share)
 
 
 def disk_summary(samples: list[dict]) -> dict:

@@ -102,6 +102,15 @@ def steady_window(per_second: dict, measured_from_s: float, traffic_end_s: float
     return out
 
 
+def measured_is_steady(measured_from_s: float, traffic_end_s: float, warmup_end: dict[str, Any]) -> dict[str, Any]:
+    """The steady window after a caught_up warm-up (harness.analysis.warmup): the whole measured window, which
+    began once the query had caught up with its start; nothing is cut (the declared duration is what is judged)."""
+    return {"method": "caught_up warm-up (harness.analysis.warmup): the measured window began once the query had "
+                      "caught up with its start", "series": None, "measured_from_s": measured_from_s,
+            "to_s": traffic_end_s, "from_s": measured_from_s, "detected": warmup_end.get("ended") == "caught_up",
+            "reason": warmup_end.get("reason") or "the warm-up's end was not recorded"}
+
+
 def startup_figures(per_second: dict, steady: dict, progress_times: list[tuple[float, int]], t0: float,
                     run_started: float | None) -> dict[str, Any]:
     """The start-up on its own: time to the first batch and to the first batch with data (its commit), from the

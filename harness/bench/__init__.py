@@ -9,6 +9,9 @@ words, e.g. ">= 0.6") and `ok` (the goal met; None without a goal); anything els
 `all` runs them in the fixed order of BENCHES in one invocation. One bench failing (an exception) is recorded
 under its name with the error and the others still run; the exit code is then 1. A missed goal is not an error:
 the table shows it.
+
+`harness bench verdicts SCENARIO` (harness.bench.verdicts) is not one of them: it runs a scenario many times, quiet,
+with cores busy and cold, to show whether its verdict holds, with options and a directory of its own.
 """
 from __future__ import annotations
 
@@ -127,17 +130,22 @@ def table(results: dict[str, dict]):
     return t
 
 
+def wide_console(console: Console):
+    """Where a bench prints its table: the terminal, or for a CI log or a pipe (no terminal width to fit) a
+    console 180 columns wide, so each row stays on one line."""
+    if console.rich.is_terminal:
+        return console.rich
+    from rich.console import Console as RichConsole
+
+    return RichConsole(width=180, highlight=False, soft_wrap=False)
+
+
 def main(what: str, json_path: str | None, quick: bool, console: Console | None = None) -> int:
     """`harness bench WHAT`: run, print the table, write the JSON; 0 when every bench ran, 1 otherwise."""
     console = console or Console()
     names = list(BENCHES) if what == "all" else [what]
     results, all_ran = run_benches(names, quick=quick, console=console)
-    out = console.rich
-    if not out.is_terminal:  # a CI log or a pipe: no terminal width to fit, keep each row on one line
-        from rich.console import Console as RichConsole
-
-        out = RichConsole(width=180, highlight=False, soft_wrap=False)
-    out.print(table(results))
+    wide_console(console).print(table(results))
     if json_path:
         write_json(json_path, results, single=what != "all")
     return 0 if all_ran else 1

@@ -42,15 +42,17 @@ TOPIC, PARTITIONS, SIZE = "bench-query", 8, 256
 GOAL_RATIO = 0.95
 
 
-def fill(bootstrap: str, events: int, topic: str = TOPIC, partitions: int = PARTITIONS, size: int = SIZE) -> None:
+def fill(bootstrap: str, events: int, topic: str = TOPIC, partitions: int = PARTITIONS, size: int = SIZE,
+         settings: dict | None = None) -> None:
     """`events` harness events of `size` bytes (the producers' own encoding), spread over `partitions` round robin,
-    acks=all, at one intended time; every one acked or an error."""
+    acks=all, at one intended time; every one acked or an error. `settings`: client settings over these."""
     from confluent_kafka import Producer
 
     from producers.event import encode_many, pad_lengths
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                         "compression.type": "lz4", "acks": "all", "queue.buffering.max.messages": 1_000_000})
+                         "compression.type": "lz4", "acks": "all", "queue.buffering.max.messages": 1_000_000,
+                         **(settings or {})})
     failed = []
 
     def on_delivery(err, _msg):

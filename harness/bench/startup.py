@@ -26,8 +26,9 @@ started only once the offsets are fixed, with 1.5 s for their own start-up, HARN
 starting them at the session and waiting for the go saves; started as the stream existed, before the session,
 their second of CPU came out of the driver JVM's start). The producer lead is measured from the starting offsets
 fixed, so the broker's and the driver's noise stays out of it. The goal: the first data batch within 10 s of
-the launch. The archives are made once per jar set and JDK, by a run that ends normally: when one is missing, a
-short complete run (not timed) makes them first, so the figures are those of every run after the first.
+the launch. The archives are made once per jar set and JDK (`harness setup` makes them): when one is missing,
+setup's first start (harness.commands.setup, not timed) makes them first, so the figures are those of every run
+after the first.
 
 Then Spark alone (harness.bench.spark_alone), as many times as each way above: a bare PySpark process, with the
 same query, sink, trigger and Spark settings as the harness's side-by-side run, reading a topic filled beforehand
@@ -57,15 +58,15 @@ from pathlib import Path
 from harness import atomic
 from harness.bench import row
 from harness.bench.kafka_query import fill
+from harness.commands.setup import make_first_run_files
 from harness.commands.shared_broker import SHARED_ENV
 from harness.config import load_scenario
 from harness.console import Console
 from harness.jsonl import read_jsonl
 from harness.jvm import cds
-from harness.jvm.artifacts import KAFKA_BROKER, SPARK_KAFKA, resolve
 from harness.paths import SCENARIOS_DIR
 from harness.runner import PRODUCERS_AT_GO_ENV, SEQUENTIAL_START_ENV
-from harness.spark.process import driver_classpath, driver_env
+from harness.spark.process import driver_env
 from harness.supervisor import Supervisor, wait_until
 
 # (key, timeline event, label) in the order they happen when started side by side
@@ -193,29 +194,6 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env | extra
 
 
-def archives_missing() -> list[str]:
-    """The class archives (harness.jvm.cds) a `steady` run would use that are not made yet."""
-    if not cds.enabled():
-        return []
-    broker = os.pathsep.join(str(j) for j in resolve(KAFKA_BROKER))
-    driver = driver_classpath({"spark.jars": ",".join(str(j) for j in resolve(SPARK_KAFKA))})
-    # not the storage tool's: it runs once per Kafka build, its output kept (harness.backends.kafka.storage)
-    wanted = {"kafka-broker": [broker], "spark-driver": driver}
-    return [role for role, cp in wanted.items() if not cds.looks_valid(cds.archive_path(role, cp))]
-
-
-def prime(work: Path, sup: Supervisor, timeout: float = 300) -> list[str]:
-    """A short complete run when an archive is missing (a run makes them when it ends normally, not when the
-    bench stops it); the roles it had to make."""
-    missing = archives_missing()
-    if missing:
-        child = sup.spawn("harness-run-prime", [sys.executable, "-m", "harness", "run", "steady", "--out",
-                                                str(work / "prime"), "--set", "producers.duration_s=5"],
-                          log_path=work / "prime.log", env=_env({}))
-        child.proc.wait(timeout)
-    return missing
-
-
 def sweep_file(work: Path) -> Path:
     """`steady` with a [sweep] of SWEEP_POINTS values of a key that changes nothing at this rate."""
     text = (SCENARIOS_DIR / "steady.toml").read_text()
@@ -314,8 +292,8 @@ def run_bench(json_path: str | None = None, quick: bool = False, console: Consol
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp, Supervisor(uuid.uuid4().hex) as sup:
         work = Path(tmp)
-        with console.step("making the JVMs' class archives first, where missing (one short run, not timed)"):
-            primed = prime(work, sup)
+        # a run makes the archives when it ends normally, not when the bench stops it: made first, not timed
+        primed = [item.what for item in make_first_run_files(console)]
         total = rounds * len(MODES)
         for i in range(total):
             mode = MODES[i % len(MODES)]

@@ -6,10 +6,11 @@ same scenario. A CI system tracks a test case by its name across builds: junit.x
 names in every run, the ones a run did not judge as skipped with the reason, so a case never vanishes from the
 history. result.json keeps them as `expected_checks`.
 
-Only what the scenario decides is listed here (its oracle, `checks.require_order`, a per-trigger cap, its fault
-kinds, `[soak]`). Checks a run adds from what happened (the source's counters, a soak's individual live checks,
-`expected_failure` when a removal outran the query, `baseline` with --baseline) still appear in the runs that
-judge them; listing them here would only guess. The order is the verdict's (harness.verdict.CHECKERS).
+Only what the scenario decides is listed here (its oracle, `checks.require_order`, its trigger: `headroom` for a
+processingTime one with an interval; a per-trigger cap, its fault kinds, `[soak]`). Checks a run adds from what
+happened (the source's counters, a soak's individual live checks, `expected_failure` when a removal outran the
+query, `baseline` with --baseline) still appear in the runs that judge them; listing them here would only guess.
+The order is the verdict's (harness.verdict.CHECKERS).
 """
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ from harness.spark.state_reader import wants_state
 EVENT_CHECKS = ("no_loss", "no_duplicates", "offsets_match", "no_unacked_deliveries")
 SEND_CHECKS = ("acked", "sends_resolved", "no_skipped_sends", "produce_rate")
 QUERY_DOWN_FAULTS = {"driver_kill", "checkpoint_tamper"}  # faults whose injection takes the query down
+# Checks of speed and time: what a machine busy with other work changes without anything being wrong with the
+# system under test (harness.checkers.busy sets them aside then; every other check is about correctness and is
+# judged as always). Keeping up and its room (`sustained`, `headroom`), the latency limit (and a soak's live one,
+# its live throughput), the producers keeping their schedule (`produce_rate`, `no_skipped_sends`: the pacer fell
+# behind), a restart's time (`query_recovered`), and figures against a baseline run (`baseline`). Not `batch_cap`
+# (rows per batch against the source's cap: a count, not a time) nor `drained` (an undrained query leaves events
+# undelivered, which the correctness checks judge).
+PERFORMANCE_CHECKS = frozenset({"sustained", "headroom", "latency_p99", "live_latency_p99", "live_throughput",
+                                "produce_rate", "no_skipped_sends", "query_recovered", "baseline"})
 
 
 def oracle_checks(scenario: Scenario) -> list[str]:
@@ -42,7 +52,7 @@ def state_checks(scenario: Scenario) -> list[str]:
 def check_names(scenario: Scenario) -> list[str]:
     """Every check a run of `scenario` is judged by when it runs to the end, in the verdict's order."""
     names = ["completed", "drained", *oracle_checks(scenario), *state_checks(scenario), *SEND_CHECKS, "latency_p99", "sustained",
-             "producers_reported"]
+             *(["headroom"] if scenario.spark.trigger.paced else []), "producers_reported"]
     kinds = {f.kind for f in scenario.faults}
     if kinds:
         names.append("faults_applied")

@@ -1,4 +1,4 @@
-"""The faults' own checks: every injection applied and healed, and the failure a fault declared happened (a
+"""The faults' own checks: every planned injection applied and healed, and the failure a fault declared happened (a
 scenario that expects a failure passes only when that failure happens)."""
 from __future__ import annotations
 
@@ -7,17 +7,42 @@ import re
 from harness.analysis.progress import epoch_s
 from harness.check import Check
 from harness.checkers.view import RunView
+from harness.faults.schedule import scenario_plan
 
 
 def faults_applied(run: RunView) -> list[Check]:
-    records, errors = run.faults.records, run.state.fault_errors
-    if not records and not errors:
+    """Every planned injection applied and healed. The plan is the scenario's own (harness.faults.schedule: pure
+    and seeded, the one the nemesis ran), so an injection that never came fails here as one that failed does: a
+    scenario that declares faults never passes without them, whatever else held."""
+    scenario, records, errors = run.scenario, run.faults.records, run.state.fault_errors
+    if not scenario.faults and not records and not errors:
         return []
+    steps = scenario_plan(scenario)
     problems = [f"{f['kind']} #{f['n']}: {e}" for f in records for e in f["errors"]] + list(errors)
-    unhealed = [f"{f['kind']} #{f['n']}" for f in records if f["injected_at"] and not f["healed_at"]]
-    return [Check("faults_applied", not problems and not unhealed,
-                  f"{len(records)} injections, all applied and healed" if not problems and not unhealed else
-                  "; ".join(problems + [f"{u} never healed" for u in unhealed]))]
+    problems += [f"{f['kind']} #{f['n']} never healed" for f in records if f["injected_at"] and not f["healed_at"]]
+    recorded, planned = {(f["fault"], f["n"]) for f in records}, {(s.fault_index, s.n) for s in steps}
+    missing = [s for s in steps if (s.fault_index, s.n) not in recorded]
+    if missing:
+        problems.append(_never_came(run, missing, len(steps), none_recorded=not records))
+    elif scenario.faults and not records:  # declared, yet nothing planned (a run recorded before load refused it)
+        problems.append(f"{len(scenario.faults)} [[faults]] declared and none injected: their schedule planned no "
+                        "injection within the traffic")
+    problems += [f"{f['kind']} #{f['n']} (faults.{f['fault']}) recorded but not in the scenario's plan"
+                 for f in records if (f["fault"], f["n"]) not in planned]
+    if problems:
+        return [Check("faults_applied", False, "; ".join(problems))]
+    return [Check("faults_applied", True, f"{len(records)} injections, all applied and healed")]
+
+
+def _never_came(run: RunView, missing: list, planned: int, none_recorded: bool) -> str:
+    kinds = [run.scenario.faults[s.fault_index].kind for s in missing]
+    listed = ", ".join(f"{kind} #{s.n} (faults.{s.fault_index}, due at {s.inject_s:g} s)"
+                       for kind, s in list(zip(kinds, missing))[:10]) + (", ..." if len(missing) > 10 else "")
+    lead = (f"faults were declared and none was recorded: all {planned} planned injections never came" if none_recorded
+            else f"{len(missing)} of {planned} planned injections never came")
+    why = (f" (the traffic was stopped before they were due: {run.state.stopped_early})"
+           if run.state.stopped_early else "")
+    return f"{lead}: {listed}{why}"
 
 
 def expected_failure(run: RunView) -> list[Check]:

@@ -1,7 +1,9 @@
 """Did the query sustain the offered load? One definition for a run's verdict (the `sustained` check) and for a
-`harness capacity` trial (its criteria), over the figures of harness.analysis.sustain.
+`harness capacity` trial (its criteria), over the figures of harness.analysis.sustain; and how much room its batches
+leave (the `headroom` check), which is not part of keeping up.
 
-Criteria (each pass, fail or unknown; `sustained` passes only when all three pass):
+Keeping up means the lag is not growing and the query processes what is offered. Criteria (each pass, fail or
+unknown; `sustained` passes only when all pass):
 1. `lag_growth`: the lag's least-squares slope against the offered rate R. Growing when the slope is above
    LAG_GROWTH_FRACTION (5%) of R even at the low end of its uncertainty (slope - Z standard errors, Z = 2) *and*
    the fitted lag at the window's end is above LAG_END_INTERVALS (2) x R x the batch cadence (the larger of the
@@ -11,19 +13,27 @@ Criteria (each pass, fail or unknown; `sustained` passes only when all three pas
    is. Otherwise the uncertainty straddles the limit: unknown ("cannot tell"), never a pass.
 2. `processed_rate`: the query's processed rate (slope of its committed offsets) at least 1 - RATE_FRACTION (95%)
    of the offered rate (slope of the broker's end offsets).
-3. `batch_duration`: the median batch duration (triggerExecution) within the trigger interval, over at least
-   LAG_MIN_CADENCES batches to pass (a median over the trigger fails on any number); not judged with a 0 s
-   trigger, where batches run back to back by design. In real-time mode (trigger kind realTime) every batch
-   lasts its interval by design (its tasks read for the whole of it), so what is judged is the rest: the median
-   batch's time beyond the interval (planning, the offset and commit logs, the tasks' start and end, when no
-   record is read and the arriving ones wait) within RTM_GAP_FRACTION (20%) of the interval. Beyond it the
-   query spends a sixth of its time not reading, and those waits, not the processing, make its tail latency.
-   Its lag sawtooths over a whole interval (offsets are committed at each batch's end while records leave
-   within milliseconds): the cadence above is the interval, so that sawtooth is not read as growth.
+3. Real-time mode only (trigger kind realTime), `batch_duration`: every batch lasts its interval by design (its
+   tasks read for the whole of it), so what is judged is the rest: the median batch's time beyond the interval
+   (planning, the offset and commit logs, the tasks' start and end, when no record is read and the arriving ones
+   wait) within RTM_GAP_FRACTION (20%) of the interval, over at least LAG_MIN_CADENCES batches to pass (an
+   overrun fails on any number). Beyond it the query spends a sixth of its time not reading, and those waits,
+   not the processing, make its tail latency: there, that is keeping up. Its lag sawtooths over a whole interval
+   (offsets are committed at each batch's end while records leave within milliseconds): the cadence above is
+   the interval, so that sawtooth is not read as growth.
 Too little to judge is unknown: fewer than LAG_MIN_SAMPLES lag samples, a judged window shorter than
 LAG_MIN_CADENCES batch cadences (over one or two batches a fit follows the sawtooth, not a trend), or a measured
 window too short to find where the steady state begins (harness.analysis.steady: a run that is all start-up
 would fail on its cold batches, not on the query).
+
+A processing-time batch longer than its trigger is not, by itself, falling behind: Spark starts the next batch
+at once and it reads more, so a query can keep up (flat lag, processed = offered) with every batch over the
+trigger. What it lacks is room: a burst will fall behind. That is the `headroom` check, listed in every run with a
+processingTime trigger of a non-zero interval (a 0 s trigger runs batches back to back by design: nothing is left
+idle to measure): the median batch (batch p50) against the interval, and the fraction of the interval left idle
+at the median, 1 - p50 / interval (negative when the batches overrun it). It is "not required" unless the
+scenario sets `checks.min_headroom` (the fraction that must be left idle; 0: p50 within the trigger), and, as
+the batch rule before it, needs LAG_MIN_CADENCES batches to pass while an overrun fails on any number.
 
 A scenario whose point is a backlog (a catch-up, an age-out that relies on lag) says so with
 `checks.sustained_not_required = "<why>"`: the check is listed with its figures as "not required". A trigger
@@ -33,15 +43,14 @@ declared it must (the failure is the run's point).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from harness.analysis.performance import cadence_s
+from harness.analysis.performance import LAG_END_INTERVALS, cadence_s
 from harness.check import Check
 from harness.checkers.view import RunView
 
 LAG_GROWTH_FRACTION = 0.05
-LAG_END_INTERVALS = 2.0
 LAG_MIN_SAMPLES = 4
 LAG_MIN_CADENCES = 3.0
 RATE_FRACTION = 0.05
@@ -110,23 +119,12 @@ def rate_criterion(f: dict[str, Any], th: Thresholds) -> Check:
                  {"offered_eps": offered})
 
 
-def batch_criterion(f: dict[str, Any], th: Thresholds) -> Check:
+def real_time_batch_criterion(f: dict[str, Any], th: Thresholds) -> Check:
+    """Real-time mode's batches against their interval: the time beyond it, when no record is read."""
     p50, interval = f.get("batch_p50_ms"), th.trigger_interval_ms
-    if interval <= 0:
-        return Check("batch_duration", True, "0 s trigger: batches run back to back by design", p50, None)
     if p50 is None:
-        return Check("batch_duration", None, "unknown: no batch with data in the judged window", None, interval)
-    if th.real_time:
-        return _real_time_batches(f, th, p50, interval)
-    if p50 <= interval and f.get("batches", 0) < th.lag_min_cadences:  # an overrun is one even in a short window
-        return Check("batch_duration", None, f"unknown: {f.get('batches', 0)} batches with data in the judged window "
-                                             f"(need {th.lag_min_cadences:g} to pass)", p50, interval)
-    return Check("batch_duration", p50 <= interval,
-                 f"batch p50 {_n(p50)} ms {'<=' if p50 <= interval else '>'} the {_n(interval)} ms trigger "
-                 f"({f.get('batches', 0)} batches)", p50, interval)
-
-
-def _real_time_batches(f: dict[str, Any], th: Thresholds, p50: float, interval: float) -> Check:
+        return Check("batch_duration", None, "unknown: no real-time batch with data in the judged window", None,
+                     th.rtm_gap_fraction * interval)
     gap, limit = max(0.0, p50 - interval), th.rtm_gap_fraction * interval
     if gap <= limit and f.get("batches", 0) < th.lag_min_cadences:
         return Check("batch_duration", None, f"unknown: {f.get('batches', 0)} real-time batches with data in the "
@@ -138,8 +136,13 @@ def _real_time_batches(f: dict[str, Any], th: Thresholds, p50: float, interval: 
 
 
 def criteria(figures: dict[str, Any], th: Thresholds, rate: float | None = None) -> list[Check]:
-    """`rate`: what the lag's slope is set against (default: the offered rate measured)."""
-    return [lag_criterion(figures, th, rate), rate_criterion(figures, th), batch_criterion(figures, th)]
+    """Keeping up: the lag not growing and the offered rate processed (and in real-time mode, batches that read
+    for their whole interval). `rate`: what the lag's slope is set against (default: the offered rate measured).
+    A processing-time batch's length is not among them: it is the headroom (`headroom_check`)."""
+    parts = [lag_criterion(figures, th, rate), rate_criterion(figures, th)]
+    if th.real_time:
+        parts.append(real_time_batch_criterion(figures, th))
+    return parts
 
 
 def sustained_check(figures: dict[str, Any] | None, th: Thresholds | None, not_required: str | None) -> Check:
@@ -161,6 +164,58 @@ def sustained_check(figures: dict[str, Any] | None, th: Thresholds | None, not_r
     return Check("sustained", ok, detail, None, None, figs)
 
 
+def headroom_check(figures: dict[str, Any], th: Thresholds, min_headroom: float | None) -> Check:
+    """The median batch against the processing-time trigger (module docstring): value the batch p50, limit the
+    longest p50 that leaves `min_headroom` of the interval idle (the interval itself when none is required)."""
+    required = min_headroom is not None
+    need, interval = min_headroom or 0.0, th.trigger_interval_ms
+    p50, batches = figures.get("batch_p50_ms"), figures.get("batches", 0)
+    if interval <= 0:
+        return Check("headroom", None, "0 s trigger: batches run back to back by design, nothing is left idle to "
+                                       "measure", p50, None, required=False)
+    longest = round((1.0 - need) * interval, 6)  # 0.9 of 1,000 ms is 100 ms, not 99.99999999999997
+    figs = {"trigger_interval_ms": interval, "batch_p50_ms": p50, "min_headroom": min_headroom, "batches": batches}
+    counted = f"{batches} batch{'' if batches == 1 else 'es'}"
+    note = counted + ("" if required else "; not required without checks.min_headroom")
+    if p50 is None:
+        return Check("headroom", None, f"unknown: no batch with data in the judged window ({note})", None, longest,
+                     figs, required=required)
+    idle = 1.0 - p50 / interval
+    figs["idle_fraction"] = idle
+    want = f", need {100 * need:g}% idle (p50 <= {_n(longest)} ms)" if need > 0 else ""
+    if p50 > interval:
+        text = f"no headroom: batch p50 {_n(p50)} ms > the {_n(interval)} ms trigger: a burst will fall behind"
+    elif p50 > longest:
+        text = (f"too little headroom: batch p50 {_n(p50)} ms leaves {100 * idle:.3g}% of the {_n(interval)} ms "
+                f"trigger idle")
+    else:
+        text = f"batch p50 {_n(p50)} ms <= the {_n(interval)} ms trigger: {100 * idle:.3g}% of it idle at the median"
+    text += f"{want} ({note})"
+    ok = p50 <= longest
+    if ok and batches < th.lag_min_cadences:  # an overrun is one even in a short window
+        return Check("headroom", None, f"unknown: {counted} with data in the judged window (need "
+                                       f"{th.lag_min_cadences:g} to pass): {text}", p50, longest, figs,
+                     required=required)
+    return Check("headroom", ok, text, p50, longest, figs, required=required)
+
+
+def headroom(run: RunView) -> list[Check]:
+    """Listed for a processingTime trigger with an interval (config.TriggerSpec.paced); judged over the same window
+    as `sustained`, and like it unknown when that window cannot be told from start-up (cold batches are long)."""
+    trigger, perf = run.scenario.spark.trigger, run.performance
+    if not trigger.paced:
+        return []
+    min_headroom = run.scenario.checks.min_headroom
+    required = min_headroom is not None
+    if perf is None or not run.acked_measured:
+        return [Check("headroom", None, "unknown: no traffic was measured", required=required)]
+    check = headroom_check(perf.sustain, Thresholds(perf.trigger_interval_ms or 0.0), min_headroom)
+    if not perf.steady.get("detected"):
+        return [replace(check, ok=None, detail=f"unknown: {perf.steady.get('reason')} (start-up cannot be told "
+                                               f"apart from the query's own batches): {check.detail}")]
+    return [check]
+
+
 def sustained(run: RunView) -> list[Check]:
     perf = run.performance
     if perf is None or not run.acked_measured:
@@ -170,11 +225,20 @@ def sustained(run: RunView) -> list[Check]:
     if run.faults.failed_as_expected:
         declared = declared or (f"the query failed as a fault declared ({', '.join(run.faults.expected_failures)}): "
                                 f"what it kept up with before is in the figures")
-    if perf.trigger_interval_ms is not None and not perf.steady.get("detected") and not declared:
-        return [Check("sustained", None, f"unknown: {perf.steady.get('reason')} (start-up cannot be told apart "
-                                         f"from a query that does not keep up)")]
     if perf.trigger_interval_ms is None:
         why = f"the {trigger.kind} trigger reads what is there and stops: there is no rate to sustain"
         return [sustained_check(perf.sustain, None, declared or why)]
-    return [sustained_check(perf.sustain, Thresholds(perf.trigger_interval_ms, real_time=trigger.kind == "realTime"),
-                            declared)]
+    judged = sustained_check(perf.sustain, Thresholds(perf.trigger_interval_ms, real_time=trigger.kind == "realTime"),
+                             declared)
+    if declared:
+        return [judged]
+    if run.warmup_end is not None and run.warmup_end.get("ended") != "caught_up":
+        # a query that never caught up with its own start did not keep up, whatever the window after shows
+        ended = run.warmup_end.get("ended")
+        return [replace(judged, ok=False if ended else None,
+                        detail=f"{'did not catch up' if ended else 'unknown'}: warm-up: {run.warmup_end.get('reason')}"
+                               f"; measured window: {judged.detail}")]
+    if not perf.steady.get("detected"):
+        return [Check("sustained", None, f"unknown: {perf.steady.get('reason')} (start-up cannot be told apart "
+                                         f"from a query that does not keep up)")]
+    return [judged]

@@ -83,11 +83,12 @@ class RunView:
     oracle_outcome: dict[str, Any] | None = None  # what a user's oracle returned (result.json `oracle`)
     lag_samples: list[dict] = field(default_factory=list)  # the broker's end offsets, about once a second
     performance: Performance | None = None  # steady state, start-up, recovery per fault, keeping up
+    warmup_s: float = 0.0  # the warm-up the traffic had: producers.warmup_s, or a caught_up one's (measure.json)
+    warmup_end: dict[str, Any] | None = None  # how a caught_up warm-up ended (harness.analysis.warmup)
 
     @property
     def rate(self):
-        p = self.scenario.producers
-        return warmed_up(make_rate(p.rate), p.warmup_s)
+        return warmed_up(make_rate(self.scenario.producers.rate), self.warmup_s)
 
     @property
     def query(self) -> dict[str, Any]:
@@ -125,7 +126,10 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
     )
     fleet = ProducerFleet.read(run_dir / "producers")
     producers = fleet.merged_summary() if fleet else {}
-    warmup, duration = scenario.producers.warmup_s, scenario.producers.duration_s
+    warmup, duration = (fleet.warmup_s() if fleet else scenario.producers.warmup_s), scenario.producers.duration_s
+    warmup_end = None
+    if fleet and fleet.adaptive_warmup:  # a run stopped before its warm-up ended has no measure.json
+        warmup_end = fleet.measure_record() or {"ended": None, "reason": "the run ended during the warm-up"}
     target = warmed_up(make_rate(scenario.producers.rate), warmup).cumulative(warmup + duration)
     # the measured window starts after the warm-up: latency and throughput are its events' only
     measured_from_ms = (float(fleet.job.get("start_at", 0.0)) + warmup) * 1000.0 if fleet and warmup else None
@@ -164,6 +168,7 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
         rec.lost_by_ack_second, rec.expected_lost_by_range = {}, {}
     view = RunView(scenario, run_dir, state, query_def, oracle, faults, progress, t0, measured_from_ms, target, fleet,
                    producers, process_rows, acked, rec, clock_plan, own_sink)
+    view.warmup_s, view.warmup_end = warmup, warmup_end
     view.clocks = clock_section(clock_plan, run_dir, oracle.per_event and query_def.read_sink is None)
     soak = scenario.soak
     try:  # a figure for every run; judged (leaks, disk) for a soak
@@ -189,7 +194,8 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
                                      if trigger.kind in ("processingTime", "realTime") else None),
                 run_started=(state.ended_at - state.elapsed_s) if state.ended_at else None,
                 run_end=state.ended_at or (t0 + warmup + duration), expected_lost_by_fault=by_fault,
-                lost_by_ack_second=rec.lost_by_ack_second, duplicate_commits_ms=rec.duplicate_commits)
+                lost_by_ack_second=rec.lost_by_ack_second, duplicate_commits_ms=rec.duplicate_commits,
+                warmup_end=warmup_end)
     return view
 
 

@@ -10,6 +10,9 @@ capacity.md and the final line) when nothing about the query bounded it: the tri
 limit (the harness could not offer the load), or every trial was sustained before `--max-trials` ran out.
 When the start rate itself fails, the search steps down the same way (halving) until a rate is sustained, then
 bisects; when nothing is sustained down to `MIN_STEP_EPS` there is no capacity (exit 1); Ctrl-C keeps what was measured, `unjudged` (130).
+A trial that cannot be judged (`trial_verdict`: its run unjudged, or a criterion failing while the machine was busy
+with other work, harness.checkers.busy) stops the search the same way, `unjudged` (exit 3): the rate was neither
+sustained nor shown to fail.
 
 **A trial** is an ordinary run (harness.runner.run_one) in `<capacity dir>/<nn>-eps=<R>/` with the overrides
 `producers.rate={kind="constant", eps=R}`, `producers.duration_s=<trial_s>` and `producers.warmup_s=<the
@@ -25,21 +28,30 @@ failed trial's limiting factor is the first failing one in this order (all faili
 1. `producer limit`: the producers offered R, i.e. `throughput.produce_eps` (acked events of the measured
    window per second) within `PRODUCER_TOLERANCE` (2%) of R, and `counts.pacer_skipped` == 0. Failing it, the
    load was not what was asked: the trial says nothing about the query at R.
-2.-4. **keeping up**: the run's own `sustained` figures (harness.analysis.sustain: the steady part of the
+2.-3. **keeping up**: the run's own `sustained` figures (harness.analysis.sustain: the steady part of the
    measured window) judged by the same criteria as every run's `sustained` check (harness.checkers.sustained,
-   one definition): `batch duration over the trigger` (the median batch within the trigger interval; not judged
-   with a 0 s trigger), `lag growth` (the lag's least-squares slope, beyond its uncertainty, above 5% of R *and*
+   one definition): `lag growth` (the lag's least-squares slope, beyond its uncertainty, above 5% of R *and*
    the lag at the window's end above 2 x R x the batch cadence; the sawtooth of a query that keeps up is not
-   growth), `processing rate under the offered` (committed offsets' slope under 95% of the broker's). A trial
-   too short to judge one of them leaves it unknown, which does not fail the trial (a longer `--trial-s` judges
-   it). The trial's own run declares `checks.sustained_not_required` so its verdict is about correctness only,
-   and keeping up is counted once, here.
-4. `latency limit`: end-to-end `latency_ms.p99` <= the limit (`--latency-p99-ms`, else the scenario's
+   growth), `processing rate under the offered` (committed offsets' slope under 95% of the broker's). (That
+   definition has a third criterion for real-time mode only; a search refuses any trigger but processingTime.)
+   A batch longer than the trigger is not one of them: a query whose lag is flat and that processes the offered
+   rate keeps up whatever its batches' length. Above what it sustains Spark's batches grow, each reading what
+   arrived during the last, and the query falls further behind: the trial fails on its lag growth or processed
+   rate (or, when one batch outlasts the window so that neither can be told, on the latency limit). A trial too
+   short to judge one of them leaves it unknown, which does not fail the trial (a longer `--trial-s` judges it).
+   The trial's own run declares `checks.sustained_not_required` so its verdict is about correctness only, and
+   keeping up is counted once, here.
+4. `no headroom`: the `headroom` check's figures (the batch p50 against the trigger, the fraction of the interval
+   left idle at the median), recorded for every trial; a criterion only when the scenario sets
+   `checks.min_headroom` (the capacity is then the highest rate whose median batch leaves that much of the
+   interval idle). The trial's own run, required the same by that setting, is then not failed again for it under
+   `checks failed`.
+5. `latency limit`: end-to-end `latency_ms.p99` <= the limit (`--latency-p99-ms`, else the scenario's
    `checks.latency_p99_ms`, else the larger of `DEFAULT_LATENCY_P99_MS` (5,000 ms) and `LATENCY_INTERVALS` (3)
    trigger intervals: an event of a query that keeps up waits up to one interval for its batch, which takes up
    to another; the third is room for the commit and the sink).
-5. `checks failed`: the run's own verdict is `pass` (nothing lost or duplicated beyond the scenario's limits,
-   drained, in order, ...); an unjudged run fails this with its reason.
+6. `checks failed`: the run's own verdict is `pass` (nothing lost or duplicated beyond the scenario's limits,
+   drained, in order, ...); an unjudged run leaves it unknown with its reason, and the trial unjudged.
 
 Every threshold is written to capacity.json (`thresholds`), each trial with each criterion's figure, limit and
 pass/fail. capacity.json is rewritten atomically after every trial; capacity.md is the same as a table.
@@ -53,14 +65,15 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from harness import atomic, outdir, runner, secrets
-from harness.check import Check, counts_against
+from harness.check import Check, counts_against, exit_code, status_of
 from harness.commands.capacity_defaults import (DEFAULT_LATENCY_P99_MS, DEFAULT_MAX_TRIALS, DEFAULT_START_EPS,
                                                 DEFAULT_TRIAL_S, DEFAULT_WARMUP_S, LATENCY_INTERVALS)
 from harness.commands.shared_broker import reason_not_shared, shared_broker
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
 from harness.errors import InputError
-from harness.checkers.sustained import Thresholds, criteria as sustained_criteria
+from harness.checkers.busy import busy_cause
+from harness.checkers.sustained import Thresholds, criteria as sustained_criteria, headroom_check
 from harness.durations import spark_interval_ms
 from reports.capacity_html import capacity_html
 
@@ -76,13 +89,14 @@ TRIAL_DECLARES = ('checks.sustained_not_required="a capacity trial: keeping up i
 # factor is picked in
 CRITERIA = {
     "producer_rate": "producer limit",
-    "batch_duration": "batch duration over the trigger",
     "lag_growth": "lag growth",
     "processed_rate": "processing rate under the offered",
+    "headroom": "no headroom",
     "latency_p99": "latency limit",
     "checks": "checks failed",
 }
 PRODUCER_LIMIT = CRITERIA["producer_rate"]
+JUDGED_HERE_NOT_AS_CHECKS = {"headroom"}  # the trial run's own check, required by checks.min_headroom: counted once
 TRIAL_LIMIT = "trial limit"
 
 Verdict = Literal["sustained", "failed", "unjudged"]
@@ -97,6 +111,7 @@ class Limits:
     latency_from: str = "default"
     producer_tolerance: float = PRODUCER_TOLERANCE
     max_pacer_skipped: int = MAX_PACER_SKIPPED
+    min_headroom: float | None = None  # the scenario's checks.min_headroom: None, the headroom is recorded only
 
     @property
     def sustained(self) -> Thresholds:
@@ -107,6 +122,8 @@ class Limits:
             "producer_rate": {"produce_eps_within_fraction_of_rate": self.producer_tolerance,
                               "pacer_skipped_max": self.max_pacer_skipped},
             "sustained": self.sustained.as_dict(),
+            "headroom": {"required": self.min_headroom is not None, "min_idle_fraction": self.min_headroom,
+                         "batch_p50_max_ms": round((1.0 - (self.min_headroom or 0.0)) * self.trigger_interval_ms, 6)},
             "latency_p99": {"max_ms": self.latency_p99_ms, "from": self.latency_from},
             "checks": {"run_verdict": "pass"},
         }
@@ -117,6 +134,30 @@ def criterion(name: str, ok: bool | None, value: float | None, limit: float | No
     """A trial's criterion: a check with its figure and limit (ok None: not judged, no figure or it does not
     apply), and the other figures it was judged on."""
     return Check(name, ok, detail, value, limit, figures or {})
+
+
+def failing(criteria: list[Check]) -> list[Check]:
+    """The required criteria that failed (a headroom no scenario asked for is recorded, never failing a trial)."""
+    return [c for c in criteria if c.ok is False and c.required]
+
+
+def trial_verdict(criteria: list[Check], machine: dict[str, Any] | None) -> tuple[Verdict, str]:
+    """A trial's verdict and, when unjudged, why. Failed when the run's own checks failed (correctness: judged
+    however busy the machine was); when another criterion failed on a busy machine (harness.checkers.busy), it
+    measured the machine's other work: unjudged; failed otherwise; unjudged when the run could not be judged
+    (its `checks` criterion unknown); else sustained."""
+    failed = failing(criteria)
+    if any(c.name == "checks" for c in failed):
+        return "failed", ""
+    cause = busy_cause(machine)
+    if failed and cause:
+        return "unjudged", f"unjudged: {cause}; as measured it fails on {factor(failed[0])}: {failed[0].detail}"
+    if failed:
+        return "failed", ""
+    run = next((c for c in criteria if c.name == "checks"), None)
+    if run is not None and run.ok is None:
+        return "unjudged", run.detail
+    return "sustained", ""
 
 
 def factor(check: Check) -> str:
@@ -139,7 +180,7 @@ class TrialOutcome:
 
     @property
     def failing(self) -> list[Check]:
-        return [c for c in self.criteria if c.ok is False]
+        return failing(self.criteria)
 
     @property
     def limiting_factor(self) -> str | None:
@@ -159,8 +200,8 @@ class TrialOutcome:
     def as_dict(self) -> dict[str, Any]:
         return {"rate_eps": self.rate, "verdict": self.verdict, "limiting_factor": self.limiting_factor,
                 "detail": self.detail, "run_dir": self.run_dir, "exit_code": self.exit_code,
-                "criteria": {c.name: {"ok": c.ok, "value": c.value, "limit": c.limit, "detail": c.detail,
-                                      **c.figures} for c in self.criteria}}
+                "criteria": {c.name: {"ok": c.ok, "status": c.status, "value": c.value, "limit": c.limit,
+                                      "detail": c.detail, **c.figures} for c in self.criteria}}
 
 
 def _n(x: float | None) -> str:
@@ -193,8 +234,8 @@ def judge_trial(rate: float, result: dict, limits: Limits) -> list[Check]:
                              {"pacer_skipped": int(skipped), "pacer_skipped_max": limits.max_pacer_skipped}))
 
     figures = result.get("sustain") or {}
-    keeping_up = {c.name: c for c in sustained_criteria(figures, limits.sustained, rate)}
-    out += [keeping_up["batch_duration"], keeping_up["lag_growth"], keeping_up["processed_rate"]]
+    out += sustained_criteria(figures, limits.sustained, rate)
+    out.append(headroom_check(figures, limits.sustained, limits.min_headroom))
 
     p99 = _get(result, "latency_ms", "p99")
     delivered = _get(result, "counts", "delivered_unique")
@@ -209,8 +250,11 @@ def judge_trial(rate: float, result: dict, limits: Limits) -> list[Check]:
     failed = [c.get("name", "?") for c in result.get("checks") or [] if counts_against(c)]
     if verdict == "pass":
         out.append(criterion("checks", True, None, None, f"all {len(result.get('checks') or [])} checks passed"))
+    elif verdict == "fail" and failed and not set(failed) - JUDGED_HERE_NOT_AS_CHECKS:
+        out.append(criterion("checks", True, None, None, f"every check passed but {', '.join(failed)}, a criterion "
+                                                         f"of its own here"))
     elif verdict == "unjudged":
-        out.append(criterion("checks", False, None, None,
+        out.append(criterion("checks", None, None, None,
                              f"the run could not be judged: {result.get('unjudged_reason') or 'no reason given'}"))
     else:
         details = {c.get("name"): c.get("detail", "") for c in result.get("checks") or []}
@@ -236,7 +280,7 @@ class SearchResult:
 
     @property
     def verdict(self) -> str:
-        if self.interrupted:
+        if self.interrupted or self.stop_reason == "unjudged":
             return "unjudged"
         return "pass" if self.capacity_eps is not None else "fail"
 
@@ -249,6 +293,12 @@ class SearchResult:
             so_far = (f"{_n(self.capacity_eps)} events/s sustained so far" if self.capacity_eps is not None
                       else "nothing sustained yet")
             return f"capacity: unjudged, interrupted after {len(self.trials)} trials ({so_far})"
+        if self.stop_reason == "unjudged":
+            last = self.trials[-1]
+            so_far = (f"{_n(self.capacity_eps)} events/s sustained so far" if self.capacity_eps is not None
+                      else "nothing sustained yet")
+            return (f"capacity: unjudged, trial {len(self.trials)} at {_n(last.rate)} events/s could not be judged "
+                    f"({so_far}): {last.note}")
         if self.capacity_eps is None:
             low = min(self.trials, key=lambda t: t.rate) if self.trials else None
             return (f"capacity: none found, every rate down to {_n(low.rate if low else None)} events/s failed"
@@ -286,8 +336,8 @@ def search(trial: Callable[[float], TrialOutcome], start_eps: float, *, max_tria
             break
         outcome = trial(rate)
         trials.append(outcome)
-        if outcome.verdict == "unjudged":
-            stop = "interrupted"
+        if outcome.verdict == "unjudged":  # Ctrl-C (130), or a trial that could not be judged
+            stop = "interrupted" if outcome.exit_code == 130 else "unjudged"
             if after_trial:
                 after_trial(conclude(trials, lo, hi, resolution, min_step_eps, stop))
             break
@@ -333,9 +383,10 @@ def conclude(trials: list[TrialOutcome], lo: float | None, hi: float | None, res
     elif lo is not None and stop == "running":
         factor, lower, bounded = None, True, f"every trial so far sustained, up to {_n(lo)} events/s"
     elif lo is not None:
-        factor, lower = (None if interrupted else TRIAL_LIMIT), True
-        bounded = (f"every trial up to {_n(lo)} events/s was sustained; the search stopped "
-                   f"({'interrupted' if interrupted else 'max trials reached'}) before a rate failed")
+        factor, lower = (None if stop in ("interrupted", "unjudged") else TRIAL_LIMIT), True
+        stopped = {"interrupted": "interrupted", "unjudged": "a trial could not be judged"}.get(stop, "max trials reached")
+        bounded = (f"every trial up to {_n(lo)} events/s was sustained; the search stopped ({stopped}) before a rate "
+                   f"failed")
     else:
         factor, lower, bounded = None, False, "no trial finished"
     return SearchResult(trials=list(trials), capacity_eps=lo, next_eps=hi, limiting_factor=factor,
@@ -357,8 +408,10 @@ def rate_override(rate: float) -> str:
 
 
 def trial_overrides(overrides: list[str], rate: float, trial_s: float, warmup_s: float) -> list[str]:
+    """A trial's warm-up is fixed (warmup_s at R, the search's own rule above), not until the query caught up:
+    near capacity a query catches up slowly, and every trial would wait out producers.warmup_max_s."""
     return list(overrides) + [rate_override(rate), f"producers.duration_s={trial_s:g}",
-                              f"producers.warmup_s={warmup_s:g}", TRIAL_DECLARES]
+                              f"producers.warmup_s={warmup_s:g}", 'producers.warmup_until="fixed"', TRIAL_DECLARES]
 
 
 def trial_label(index: int, rate: float) -> str:
@@ -403,7 +456,8 @@ def plan(name_or_path: str, overrides: list[str], *, latency_p99_ms: float | Non
     else:
         latency, source = DEFAULT_LATENCY_P99_MS, "default"
     return {"scenario": scenario, "path": path, "start_eps": start, "warmup_s": warmup,
-            "limits": Limits(trigger_interval_ms=interval, latency_p99_ms=latency, latency_from=source)}
+            "limits": Limits(trigger_interval_ms=interval, latency_p99_ms=latency, latency_from=source,
+                             min_headroom=scenario.checks.min_headroom)}
 
 
 def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
@@ -453,10 +507,11 @@ def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Pat
         if outcome.exit_code == 130:
             return TrialOutcome(rate, "unjudged", criteria, sub.name, 130,
                                 note="interrupted (Ctrl-C / SIGTERM): figures kept, not judged")
-        verdict: Verdict = "sustained" if all(c.ok is not False for c in criteria) else "failed"
-        t = TrialOutcome(rate, verdict, criteria, sub.name, outcome.exit_code)
+        verdict, note = trial_verdict(criteria, outcome.result.get("machine"))
+        t = TrialOutcome(rate, verdict, criteria, sub.name, outcome.exit_code, note=note)
         console.info(f"capacity trial {index + 1}: {_n(rate)} events/s "
-                     + ("sustained" if t.sustained else f"failed: {t.limiting_factor}, {t.detail}"))
+                     + ("sustained" if t.sustained else f"failed: {t.limiting_factor}, {t.detail}"
+                        if verdict == "failed" else note))
         return t
 
     trial_count = [0]
@@ -476,11 +531,20 @@ def run_capacity(name_or_path: str, overrides: list[str] | None = None, out: Pat
     console.info(f"capacity search: {len(result.trials)} trials in {summary['elapsed_s']:,.0f} s; "
                  f"{cap_dir}/capacity.html, capacity.md")
     print(result.line(), flush=True)
-    code = 130 if result.interrupted else (0 if result.capacity_eps is not None else 1)
+    code = 130 if result.interrupted else exit_code(result.verdict)  # 0 a capacity, 1 none, 3 unjudged
     return CapacityOutcome(cap_dir, summary, code)
 
 
 # ------------------------------------------------------------------------------------------------ capacity.md
+def headroom_words(th: dict) -> str:
+    """The headroom's place in a capacity.md: a criterion with checks.min_headroom, else a recorded figure."""
+    room = th.get("headroom") or {}
+    if not room.get("required"):
+        return "the batch p50 against the trigger recorded as headroom, not a criterion (no checks.min_headroom)"
+    return (f"batch p50 <= {_n(room['batch_p50_max_ms'])} ms, {100 * room['min_idle_fraction']:g}% of the trigger "
+            f"left idle (checks.min_headroom)")
+
+
 def capacity_markdown(summary: dict) -> str:
     s, th = summary["settings"], summary["thresholds"]
     lines = [f"# Capacity: {summary['scenario']} ({summary['verdict']})", "", f"**{summary['summary']}**", ""]
@@ -498,10 +562,10 @@ def capacity_markdown(summary: dict) -> str:
               f"- sustained when: producers offered the rate within "
               f"{100 * th['producer_rate']['produce_eps_within_fraction_of_rate']:g}% with "
               f"{th['producer_rate']['pacer_skipped_max']} pacer skips; the query kept up as every run's `sustained` "
-              f"check judges it (batch p50 within the trigger; lag slope, beyond {th['sustained']['z']:g} standard "
+              f"check judges it (lag slope, beyond {th['sustained']['z']:g} standard "
               f"errors, at most {100 * th['sustained']['lag_growth_fraction']:g}% of the rate, or lag at the end "
               f"within {th['sustained']['lag_end_intervals']:g} x rate x the batch cadence; processed at least "
-              f"{100 * (1 - th['sustained']['rate_fraction']):g}% of offered); latency p99 <= "
+              f"{100 * (1 - th['sustained']['rate_fraction']):g}% of offered); {headroom_words(th)}; latency p99 <= "
               f"{_n(th['latency_p99']['max_ms'])} ms "
               f"({th['latency_p99']['from']}); the run's checks pass", ""]
     head = ["#", "rate (events/s)", "verdict", "offered/s", "pacer skipped", "batch p50 ms", "lag slope/s",
@@ -512,15 +576,16 @@ def capacity_markdown(summary: dict) -> str:
 
         def v(name: str) -> str:
             return _n((c.get(name) or {}).get("value"))
-        mark = {True: "", False: " ✗", None: ""}
+        def mark(name: str) -> str:
+            return " ✗" if c.get(name) and status_of(c[name]) == "fail" else ""
         checks = c.get("checks") or {}
         cells = [str(i), _n(t["rate_eps"]), t["verdict"],
-                 v("producer_rate") + mark[(c.get("producer_rate") or {}).get("ok")],
-                 _n((c.get("producer_rate") or {}).get("pacer_skipped")), v("batch_duration") + mark[(c.get("batch_duration") or {}).get("ok")],
-                 v("lag_growth") + mark[(c.get("lag_growth") or {}).get("ok")],
+                 v("producer_rate") + mark("producer_rate"),
+                 _n((c.get("producer_rate") or {}).get("pacer_skipped")), v("headroom") + mark("headroom"),
+                 v("lag_growth") + mark("lag_growth"),
                  _n((c.get("lag_growth") or {}).get("end_lag")),
-                 v("processed_rate") + mark[(c.get("processed_rate") or {}).get("ok")],
-                 v("latency_p99") + mark[(c.get("latency_p99") or {}).get("ok")],
+                 v("processed_rate") + mark("processed_rate"),
+                 v("latency_p99") + mark("latency_p99"),
                  "pass" if checks.get("ok") else ("-" if checks.get("ok") is None else "FAIL"),
                  t["limiting_factor"] or "-", t["run_dir"] or "-"]
         lines.append("| " + " | ".join(cells) + " |")

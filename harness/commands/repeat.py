@@ -5,7 +5,9 @@ checkpoint and query) in `<dir>/r1 .. rN`.
 `repeat.json` (rewritten atomically after every run) names the runs and, per figure, the mean, the standard
 deviation and the coefficient of variation across them: the run-to-run noise of this machine and this setting.
 `harness compare` takes a repeat directory as one configuration, its figure the mean of its repeats', its noise
-the spread across them (reports.compare). The set passes when every run passes.
+the spread across them (reports.compare). The set passes when every run passes, fails when one failed, and is
+unjudged (exit 3) when none failed but one could not be judged (harness.check.verdict_of's rule over the runs);
+`agreement` counts the runs per verdict, unjudged apart from pass and fail.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness import atomic, runner, secrets
-from harness.check import counts_against
+from harness.check import counts_against, exit_code, status_of
 from harness.console import Console
 from reports.compare import FIGURES, figure
 
@@ -50,18 +52,33 @@ def run_repeats(name_or_path: str, overrides: list[str], repeats: int, out_dir: 
         summary["runs"].append({"run_dir": f"r{i}", "exit_code": outcome.exit_code,
                                 "verdict": outcome.result.get("verdict"),
                                 "failed_checks": [c["name"] for c in outcome.result.get("checks") or []
-                                                  if counts_against(c)]})
+                                                  if status_of(c) == "fail"],
+                                "unjudged_checks": [c["name"] for c in outcome.result.get("checks") or []
+                                                    if counts_against(c) and status_of(c) != "fail"]})
+        summary["agreement"] = agreement(summary["runs"])
         summary["noise"] = noise(results)
         atomic.write_json(out_dir / "repeat.json", summary)
         if outcome.exit_code == 130:
             interrupted = True
             break
     if not interrupted:
-        summary["verdict"] = "pass" if all(r["verdict"] == "pass" for r in summary["runs"]) else "fail"
+        summary["verdict"] = verdict_of_runs(summary["runs"])
     atomic.write_json(out_dir / "repeat.json", summary)
     atomic.write_text(out_dir / "repeat.md", repeat_markdown(summary))
-    code = 130 if interrupted else 0 if summary["verdict"] == "pass" else 1
+    code = 130 if interrupted else exit_code(summary["verdict"])
     return runner.RunOutcome(out_dir, summary, code)
+
+
+def agreement(runs: list[dict]) -> dict[str, int]:
+    """How many runs ended pass, fail and unjudged (a run with no result counts as unjudged)."""
+    verdicts = [r.get("verdict") if r.get("verdict") in ("pass", "fail") else "unjudged" for r in runs]
+    return {v: verdicts.count(v) for v in ("pass", "fail", "unjudged")}
+
+
+def verdict_of_runs(runs: list[dict]) -> str:
+    """The set's verdict: fail when a run failed, else unjudged when one was, else pass."""
+    counts = agreement(runs)
+    return "fail" if counts["fail"] else "unjudged" if counts["unjudged"] or not runs else "pass"
 
 
 def repeat_markdown(summary: dict) -> str:
@@ -74,6 +91,10 @@ def repeat_markdown(summary: dict) -> str:
                      f"{'-' if n['sd'] is None else format(n['sd'], ',.1f')} | "
                      f"{'-' if n['cv'] is None else format(100 * n['cv'], '.1f') + '%'} | "
                      + ", ".join(f"{v:,.0f}" for v in n["values"]) + " |")
-    lines += [""] + [f"- {r['run_dir']}: {r['verdict']}" + (f" (failed {', '.join(r['failed_checks'])})"
-                                                            if r["failed_checks"] else "") for r in summary["runs"]]
+    counts = summary.get("agreement") or agreement(summary["runs"])
+    lines += ["", "Verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items())]
+    lines += [""] + [f"- {r['run_dir']}: {r['verdict']}"
+                     + (f" (failed {', '.join(r['failed_checks'])})" if r["failed_checks"] else "")
+                     + (f" (unjudged {', '.join(r['unjudged_checks'])})" if r.get("unjudged_checks") else "")
+                     for r in summary["runs"]]
     return "\n".join(lines) + "\n"

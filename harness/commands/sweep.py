@@ -12,7 +12,9 @@ figures of the runs next to each other.
 scenario's limits), the one with the lowest end-to-end p99, ties broken by the higher processing rate; with the
 runs it rests on. A combination that failed only the goal (GOAL_CHECKS: it did not keep up, or missed the
 latency limit) is a finding, not a failure of the sweep: the sweep passes when a setting meets the goal and no
-run failed anything else.
+run failed anything else. A combination that could not be judged (its run `unjudged`: a check unknown, or the
+machine too busy with other work to judge performance) leaves the comparison incomplete: the sweep is then
+unjudged (exit 3), unless a run failed beyond the goal (then it fails).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from typing import Any
 
 from harness import atomic, runner, secrets
 from harness.analysis.cost import cpu_per_event, recovery_s
-from harness.check import counts_against
+from harness.check import counts_against, exit_code, status_of
 from harness.commands.repeat import run_repeats
 from harness.commands.shared_broker import reason_not_shared, shared_broker
 from harness.config import Scenario, load_scenario
@@ -60,8 +62,10 @@ def toml_value(value: Any) -> str:
 
 
 def override_text(key: str, value: Any) -> str:
-    """`key=value` as `--set` reads it back (values are TOML)."""
-    return f"{key}={toml_value(value)}"
+    """`key=value` as `--set` reads it back: values are TOML, and so is the key (harness.config.parse_override),
+    its segments bare where TOML allows, quoted where not (`spark.conf.spark.app."my key"`)."""
+    segments = (s if re.fullmatch(r"[A-Za-z0-9_-]+", s) else json.dumps(s) for s in key.split("."))
+    return f"{'.'.join(segments)}={toml_value(value)}"
 
 
 def _label_value(value: Any) -> str:
@@ -82,7 +86,9 @@ def figures(result: dict) -> dict[str, Any]:
     totals = source.get("totals") or {}
     return {
         "verdict": result.get("verdict"),
-        "failed_checks": [c["name"] for c in result.get("checks") or [] if counts_against(c)],
+        "failed_checks": [c["name"] for c in result.get("checks") or [] if status_of(c) == "fail"],
+        "unjudged_checks": [c["name"] for c in result.get("checks") or []
+                            if counts_against(c) and status_of(c) != "fail"],
         "process_rps": figure(result, "process_rps"),
         "latency_p50_ms": figure(result, "p50"),
         "latency_p99_ms": figure(result, "p99"),
@@ -115,6 +121,7 @@ def repeated_figures(summary: dict, results: list[dict]) -> dict[str, Any]:
     out["max_lag"] = max(maxima) if maxima else None
     out["verdict"] = summary["verdict"]
     out["failed_checks"] = sorted({c for r in summary["runs"] for c in r["failed_checks"]})
+    out["unjudged_checks"] = sorted({c for r in summary["runs"] for c in r.get("unjudged_checks") or []})
     out["repeats"] = len(results)
     return out
 
@@ -127,7 +134,8 @@ def recommend(runs: list[dict]) -> dict[str, Any] | None:
     best = min(eligible, key=lambda r: (r["latency_p99_ms"], -(r.get("process_rps") or 0.0)))
     return {"values": best["values"], "run_dir": best["run_dir"], "latency_p99_ms": best["latency_p99_ms"],
             "process_rps": best.get("process_rps"), "met_goal": [r["run_dir"] for r in eligible],
-            "missed_goal": {r["run_dir"]: r["failed_checks"] for r in runs if r not in eligible},
+            "missed_goal": {r["run_dir"]: r["failed_checks"] + r.get("unjudged_checks", []) for r in runs
+                            if r not in eligible},
             "why": f"the lowest p99 of the {len(eligible)} of {len(runs)} combinations that passed (sustained the "
                    f"load, within the latency limit when one is set, nothing lost)"}
 
@@ -140,8 +148,12 @@ def _result(run_dir: Path) -> dict:
 
 
 def sweep_verdict(runs: list[dict], recommended: dict | None) -> str:
-    beyond_goal = [r for r in runs if set(r["failed_checks"]) - GOAL_CHECKS or r["verdict"] == "unjudged"]
-    return "pass" if recommended and not beyond_goal else "fail"
+    """fail when a run failed beyond the goal; else unjudged when a run was; else pass when a setting met the goal."""
+    if any(set(r["failed_checks"]) - GOAL_CHECKS for r in runs):
+        return "fail"
+    if any(r["verdict"] not in ("pass", "fail") for r in runs):
+        return "unjudged"
+    return "pass" if recommended else "fail"
 
 
 def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: Path | None, console: Console,
@@ -169,7 +181,7 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
                  f"; comparison: {sweep_dir}/sweep.html, sweep.md")
     if summary.get("recommended"):
         print(recommended_line(summary), flush=True)
-    return runner.RunOutcome(sweep_dir, summary, 130 if interrupted else 0 if summary["verdict"] == "pass" else 1)
+    return runner.RunOutcome(sweep_dir, summary, 130 if interrupted else exit_code(summary["verdict"]))
 
 
 def _run_plans(plans: list, name_or_path: str, repeat: int, sweep_dir: Path, console: Console, summary: dict,
@@ -233,10 +245,15 @@ def sweep_markdown(summary: dict) -> str:
     for r in runs:
         cells = [_cell(r["values"][k]) for k in summary["keys"]] + [_cell(r.get(k)) for k, _ in shown]
         lines.append("| " + " | ".join(cells) + " |")
-    failed = [r for r in runs if r["failed_checks"]]
+    failed = [r for r in runs if r["failed_checks"] or r.get("unjudged_checks")]
     if failed:
-        lines += [""] + [f"- {r['run_dir']}: failed {', '.join(r['failed_checks'])}"
-                         + (" (the goal only: not recommended)" if set(r["failed_checks"]) <= GOAL_CHECKS else "")
+        lines += [""] + [f"- {r['run_dir']}: "
+                         + "; ".join(([f"failed {', '.join(r['failed_checks'])}"
+                                       + (" (the goal only: not recommended)"
+                                          if set(r["failed_checks"]) <= GOAL_CHECKS else "")]
+                                      if r["failed_checks"] else [])
+                                     + ([f"unjudged {', '.join(r['unjudged_checks'])}"]
+                                        if r.get("unjudged_checks") else []))
                          for r in failed]
     return "\n".join(lines) + "\n"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from harness.faults.base import FaultOptions
 
@@ -39,6 +40,14 @@ def plan(faults: list[FaultOptions], seed: int, horizon_s: float) -> list[Step]:
             heal = None if f.heal_after_s is None else at + f.heal_after_s
             steps.append(Step(i, n, round(at, 6), None if heal is None else round(heal, 6)))
     return sorted(steps, key=lambda s: (s.inject_s, s.fault_index, s.n))
+
+
+def scenario_plan(scenario: Any) -> list[Step]:
+    """The steps a run of `scenario` (a harness.config.Scenario, read by attribute: this module sits below it) takes,
+    as the runner's nemesis plans them: its [[faults]] and seed, with the measured window (producers.duration_s)
+    as the horizon. The scenario's loader refuses a schedule whose declared injections do not fit it, and the
+    judge holds the recorded injections against it (harness.checkers.faults)."""
+    return plan(list(scenario.faults), scenario.seed, scenario.producers.duration_s)
 
 
 def last_action_s(steps: list[Step]) -> float:

@@ -70,8 +70,27 @@ def key(role: str, classpath: list[str], java: str | None = None) -> str:
     return h.hexdigest()[:16]
 
 
+def archives_dir() -> Path:
+    return cache_dir() / "cds"
+
+
 def archive_path(role: str, classpath: list[str], java: str | None = None) -> Path:
-    return cache_dir() / "cds" / f"{role}-{key(role, classpath, java)}.jsa"
+    return archives_dir() / f"{role}-{key(role, classpath, java)}.jsa"
+
+
+def remove_archives() -> list[Path]:
+    """Delete every archive made so far (`*.jsa` in archives_dir()); returns them. The next JVM of each kind runs
+    without one and makes it again, as in a new virtualenv (its own PySpark jars: new keys) or after a JDK update
+    (`harness bench verdicts --cold`). Dumps a JVM is writing (`*.dumping`) and the rest of the cache stay; a JVM
+    running on a deleted archive keeps its mapping."""
+    removed = []
+    for path in sorted(archives_dir().glob("*.jsa")):
+        try:
+            path.unlink()
+        except FileNotFoundError:  # another process's prune got there first
+            continue
+        removed.append(path)
+    return removed
 
 
 def looks_valid(path: Path) -> bool:

@@ -5,7 +5,9 @@ log a warning nobody reads, and the run PASSes having measured something other t
 validate time:
 
 - `spark.conf`: `spark.*` keys Spark knows (harness.settings.catalogue), or a user's own listed in
-  `spark.conf_allow` (an entry ending in `*` allows a prefix); other keys are Hadoop's or the user's and pass.
+  `spark.conf_allow` (an entry ending in `*` allows a prefix). A key that does not start with `spark.` names no
+  Spark setting (Spark's own all do; Hadoop's go under `spark.hadoop.`): it is a misplaced prefix or a typo more
+  often than a key the user's code reads, so it is refused unless listed there too.
 - `spark.source_options` on Kafka: a `kafka.<name>` option goes to the consumer (Spark strips `kafka.`): <name>
   must be a consumer setting of the kafka-clients Spark's Kafka source runs.
 - `stream.config` on Kafka: topic configs (LogConfig); `backend.broker`: broker configs (KafkaConfig).
@@ -43,7 +45,7 @@ EVENTHUBS_KAFKA_PRODUCER_SET = ("bootstrap.servers", "security.protocol", "sasl.
 JAVA_PREFIXES = ("config.providers.",)
 # broker configs per listener: `listener.name.<listener>.<config>` (and `.<mechanism>.sasl.jaas.config`)
 BROKER_PREFIXES = JAVA_PREFIXES + ("listener.name.",)
-ALLOW_ENTRY = re.compile(r"spark\.[^*\s]*\*?")  # spark.conf_allow: a key, or a prefix ending in *
+ALLOW_ENTRY = re.compile(r"[^*\s]+\*?")  # spark.conf_allow: a key, or a prefix ending in *
 
 
 def _allowed(key: str, allow: Iterable[str]) -> bool:
@@ -78,15 +80,21 @@ def spark_conf_problems(conf: Mapping[str, Any], allow: Iterable[str]) -> list[s
     allow = list(allow)
     for i, entry in enumerate(allow):
         if not ALLOW_ENTRY.fullmatch(entry):
-            return [f"spark.conf_allow.{i}: {quote(entry)} is not a spark.* key or prefix; allowed: a key "
-                    "(\"spark.myapp.flag\") or a prefix ending in * (\"spark.myteam.*\"), no other *"]
-    keys = [k for k in conf if k.startswith("spark.") and not _allowed(k, allow)]
+            return [f"spark.conf_allow.{i}: {quote(entry)} is not a key or a prefix; allowed: a key "
+                    "(\"spark.myapp.flag\") or a prefix ending in * (\"spark.myteam.*\"), no space and no other *"]
+    keys = [k for k in conf if not _allowed(k, allow)]
     if not keys:
         return []
     names = spark_names()
     spark = f"Spark {names.version.split('-')[0]}"
     found = []
     for key in keys:
+        if not key.startswith("spark."):
+            near = did_you_mean(key, names.keys)
+            found.append(f"spark.conf.{key}: {quote(key)} is not a {spark} setting{near + ' ' if near else ': '}"
+                         "Spark's own start with 'spark.' (Hadoop's go under 'spark.hadoop.'); a key your own code "
+                         "reads: list it in spark.conf_allow")
+            continue
         if not names.knows(key):
             found.append(_unknown("spark.conf", f"{spark} setting", key, names.keys,
                                   " (a key of your own: list it in spark.conf_allow)"))

@@ -94,11 +94,10 @@ def test_unsupported_api_versions_version_gets_unsupported_version_and_the_list(
 def test_a_client_sending_a_byte_a_second_stalls_nobody_and_is_answered(kemu, bystander):
     request = api_versions_v0(77)
     s = connect(kemu.kafka_port)
-    for b in request[:3]:  # three seconds of a size prefix arriving a byte at a time
+    for b in request[:3]:  # three seconds (at least) of a size prefix arriving a byte at a time
         s.sendall(bytes([b]))
-        n = len(bystander)
         time.sleep(1.0)
-        assert len(bystander) >= n + 3, "the producer on the other connection stalled"
+        _still_served(bystander)  # acks keep coming while the request is incomplete (waited for, not timed)
     s.sendall(request[3:])
     corr, err, _ = parse_api_versions_v0(read_response(s))
     assert (corr, err) == (77, 0)  # slow is not malformed: the request is served once whole

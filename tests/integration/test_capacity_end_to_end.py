@@ -24,8 +24,11 @@ def test_two_trials_of_steady(harness_env, tmp_path):
     saved = json.loads((out / "capacity.json").read_text())
     assert proc.stdout.strip().splitlines()[-1] == saved["summary"]
     assert saved["scenario"] == "steady" and saved["settings"]["trial_s"] == 10 and saved["settings"]["warmup_s"] == 20
-    assert set(saved["thresholds"]) == set(cap.CRITERIA)
-    assert saved["thresholds"]["batch_duration"]["trigger_execution_p50_max_ms"] == 5000.0
+    assert set(saved["thresholds"]) == {"producer_rate", "sustained", "headroom", "latency_p99", "checks"}
+    assert saved["thresholds"]["sustained"]["trigger_interval_ms"] == 5000.0
+    # no checks.min_headroom in steady: the batch p50 is recorded against the 5 s trigger, not a criterion
+    assert saved["thresholds"]["headroom"] == {"required": False, "min_idle_fraction": None,
+                                               "batch_p50_max_ms": 5000.0}
     assert saved["thresholds"]["latency_p99"] == {"max_ms": 15000.0, "from": "default: 3 x the trigger interval"}
     trials = saved["trials"]
     assert [t["rate_eps"] for t in trials] == ([500, 1000] if trials[0]["verdict"] == "sustained" else [500])
@@ -44,6 +47,8 @@ def test_two_trials_of_steady(harness_env, tmp_path):
             assert abs(result["throughput"]["produce_eps"] - t["rate_eps"]) <= 0.02 * t["rate_eps"]
         assert t["criteria"]["latency_p99"]["value"] == result["latency_ms"]["p99"]
         assert t["criteria"]["checks"]["ok"] == (result["verdict"] == "pass")
+        room = t["criteria"]["headroom"]
+        assert room["status"] == "not required" and room["value"] == result["sustain"]["batch_p50_ms"]
     if saved["verdict"] == "pass":
         assert saved["capacity_eps"] in [t["rate_eps"] for t in trials if t["verdict"] == "sustained"]
     else:

@@ -53,20 +53,30 @@ def assert_no_orphans(token, timeout=30):
         time.sleep(0.5)
 
 
+def steady_events(out) -> int:
+    """The events steady_run's producers sent, from their own summaries."""
+    return sum(json.loads(p.read_text())["sent"] for p in (out / "producers").glob("summary-*.json"))
+
+
 def test_steady_passes_end_to_end(steady_run):
-    """With a 4 s warm-up before the 30 s measured window: its events are checked like the others and kept out of
-    the latency and throughput figures."""
+    """With its warm-up (until the query caught up with its start) before the 20 s measured window: the warm-up's
+    events are checked like the others and kept out of the latency and throughput figures."""
     out, proc, token = steady_run
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
     result = json.loads((out / "result.json").read_text())
     assert RESULT_KEYS <= set(result)
     assert result["verdict"] == "pass" and result["backend"] == "kafka"
+    # the producers were told when the measured window starts (measure.json): the warm-up then 20 s, at 3,000/s
+    measure = json.loads((out / "producers" / "measure.json").read_text())
+    events = steady_events(out)
     c = result["counts"]
-    assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] == 102000
-    # the warm-up's events are those the schedule put in its first 4 s at 3,000/s (12,000, the one on the
+    assert c["lost"] == 0 and c["duplicates"] == 0 and abs(events - 3000 * (measure["warmup_s"] + 20)) <= 1
+    assert c["delivered_unique"] == c["acked"] == events
+    # the warm-up's events are those the schedule put before the measured window at 3,000/s (the one on the
     # boundary either side), counted from the ack logs
     acks = load_acks(out / "producers")
     start_ms = float(json.loads((out / "producers" / "job.json").read_text())["start_at"]) * 1000.0
+    assert measure["measure_at"] * 1000.0 == pytest.approx(start_ms + measure["warmup_s"] * 1000.0)
     # the producer started once the driver's session was ready (not taking CPU from its start), was ready before
     # the go, and its schedule counts from the go's start
     marks = {}
@@ -77,8 +87,9 @@ def test_steady_passes_end_to_end(steady_run):
     assert marks["producers_ready"]["t"] * 1000.0 < start_ms == marks["warmup_start"]["at"] * 1000.0
     assert json.loads((out / "producers" / "summary-0.json").read_text())["start_at"] * 1000.0 == start_ms
     assert start_ms <= acks["intended_ms"].min() < start_ms + 1000.0
-    warm = int((acks["intended_ms"] < start_ms + 4000.0).sum())
-    assert abs(warm - 12000) <= 1 and result["warmup"]["events_delivered"] == warm
+    warm = int((acks["intended_ms"] < measure["measure_at"] * 1000.0).sum())
+    assert abs(warm - 3000 * measure["warmup_s"]) <= 1 and result["warmup"]["events_delivered"] == warm
+    assert len(acks) == events
     assert result["warmup"]["latency_ms"]["max"] > 0
     assert set(result["latency_ms"]) == {"p50", "p90", "p99", "p999", "max"}
     assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"] <= result["latency_ms"]["max"]
@@ -88,7 +99,7 @@ def test_steady_passes_end_to_end(steady_run):
                  "producers/acks-0.arrows", "services/kafka/node-1/server.log", "checkpoint/offsets/0"):
         assert (out / name).exists(), name
     progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
-    assert sum(p["numInputRows"] for p in progress) == 102000
+    assert sum(p["numInputRows"] for p in progress) == events
     # where Spark read each partition (its event log), against the offsets Spark reported per batch: one scan
     # task per partition that had new records in the batch
     ranges = 0
@@ -160,9 +171,9 @@ def test_the_run_report_draws_every_figure_from_the_run(steady_run, browser):
     assert figures["fig-skew"]["data_points"] == 8  # one bar a partition
     series = json.loads((out / "series.json").read_text())
     acks = load_acks(out / "producers")
-    assert sum(series["produced"]["sent"]) == len(acks) == 102000
+    assert sum(series["produced"]["sent"]) == len(acks) == steady_events(out)
     result = json.loads((out / "result.json").read_text())
-    assert sum(series["delivered"]["visible"]) == result["counts"]["sink_rows"] == 102000
+    assert sum(series["delivered"]["visible"]) == result["counts"]["sink_rows"] == steady_events(out)
     assert series["lag"]["partitions"] == [str(p) for p in range(8)]
     # rebuilt by `harness report` from the run directory alone, the same page
     before = (out / "report.html").read_text()

@@ -24,17 +24,17 @@ from test_sustained import figures, iso, synthetic_run
 # ------------------------------------------------------------------------------------------------ synthetic systems
 
 
-def system(capacity: float, producer_max: float = math.inf, fail_factor: str = "batch_duration"):
-    """A system that sustains every rate up to `capacity`; above it the batches overrun the trigger (or
-    `fail_factor`); the producers cannot offer more than `producer_max`. Records the rates it was asked."""
+def system(capacity: float, producer_max: float = math.inf, fail_factor: str = "lag_growth"):
+    """A system that sustains every rate up to `capacity`; above it the lag grows (or `fail_factor` fails); the
+    producers cannot offer more than `producer_max`. Records the rates it was asked."""
     asked = []
 
     def trial(rate: float) -> TrialOutcome:
         asked.append(rate)
         offered = min(rate, producer_max)
         crit = [criterion("producer_rate", offered >= rate * 0.98, offered, rate, f"offered {offered:,.0f}"),
-                criterion("batch_duration", True, 500.0, 1000.0, "p50 500 ms <= 1,000 ms"),
                 criterion("lag_growth", True, 0.0, 0.05 * rate, "flat"),
+                criterion("processed_rate", True, rate, 0.95 * rate, "processed all"),
                 criterion("latency_p99", True, 1500.0, 5000.0, "p99 1,500 ms <= 5,000 ms"),
                 criterion("checks", True, None, None, "all passed")]
         if offered > capacity:
@@ -63,7 +63,7 @@ def test_the_search_lands_within_its_resolution_of_the_true_capacity(true_capaci
     ramp = math.floor(math.log2(true_capacity / start)) + 2
     assert len(asked) <= ramp + 5
     assert len(set(asked)) == len(asked)  # no rate tried twice
-    assert res.limiting_factor == "batch duration over the trigger"
+    assert res.limiting_factor == "lag growth"
 
 
 def test_a_known_capacity_step_by_step():
@@ -71,8 +71,7 @@ def test_a_known_capacity_step_by_step():
     res = search(trial, 1000)
     assert asked == [1000, 2000, 4000, 8000, 16000, 12000, 14000, 13000]  # 13,000 - 12,000 <= 10% of 12,000
     assert (res.capacity_eps, res.next_eps, res.stop_reason) == (12000, 13000, "resolution")
-    assert res.line() == ("capacity: 12,000 events/s (next step 13,000 failed: batch duration over the trigger, "
-                          "batch_duration over at 13,000)")
+    assert res.line() == "capacity: 12,000 events/s (next step 13,000 failed: lag growth, lag_growth over at 13,000)"
 
 
 def test_the_limiting_factor_is_the_one_of_the_failing_trial_nearest_above():
@@ -90,10 +89,18 @@ def test_the_limiting_factor_is_the_one_of_the_failing_trial_nearest_above():
 
 def test_several_failing_criteria_name_the_first_in_order_and_list_the_rest():
     t = TrialOutcome(9000, "failed", [criterion("producer_rate", True, 9000, 9000, "ok"),
-                                      criterion("batch_duration", False, 1350, 1000, "p50 1,350 ms > 1,000 ms"),
+                                      criterion("processed_rate", False, 7200, 8550, "processed 7,200 events/s"),
                                       criterion("latency_p99", False, 7000, 5000, "p99 7,000 ms > 5,000 ms")])
-    assert t.limiting_factor == "batch duration over the trigger"
-    assert t.detail == "p50 1,350 ms > 1,000 ms; also latency limit: p99 7,000 ms > 5,000 ms"
+    assert t.limiting_factor == "processing rate under the offered"
+    assert t.detail == "processed 7,200 events/s; also latency limit: p99 7,000 ms > 5,000 ms"
+
+
+def test_a_headroom_no_scenario_asked_for_never_fails_a_trial():
+    room = dataclasses.replace(criterion("headroom", False, 1350, 1000, "no headroom: batch p50 1,350 ms > ..."),
+                               required=False)
+    kept_up = [criterion("producer_rate", True, 9000, 9000, "ok"), criterion("lag_growth", True, 0, 450, "flat"), room]
+    assert cap.failing(kept_up) == [] and TrialOutcome(9000, "sustained", kept_up).limiting_factor is None
+    assert cap.failing(kept_up[:2] + [dataclasses.replace(room, required=True)])[0].name == "headroom"
 
 
 def test_a_producer_limit_makes_the_capacity_a_lower_bound():
@@ -109,7 +116,7 @@ def test_a_producer_limit_makes_the_capacity_a_lower_bound():
 def test_the_query_failing_below_the_producer_limit_is_not_a_lower_bound():
     trial, _ = system(5_000, producer_max=7_000)
     res = search(trial, 1000)
-    assert res.limiting_factor == "batch duration over the trigger" and not res.lower_bound
+    assert res.limiting_factor == "lag growth" and not res.lower_bound
 
 
 def test_a_failing_start_rate_steps_down_then_bisects():
@@ -124,7 +131,7 @@ def test_nothing_sustained_down_to_the_floor_means_no_capacity():
     res = search(trial, 1000)
     assert asked == [1000, 500, 250, 125] and res.capacity_eps is None and res.verdict == "fail"
     assert res.stop_reason == "start_failed"
-    assert res.line().startswith("capacity: none found, every rate down to 125 events/s failed (batch duration")
+    assert res.line().startswith("capacity: none found, every rate down to 125 events/s failed (lag growth")
 
 
 def test_trials_run_out_before_anything_fails():
@@ -150,7 +157,7 @@ def test_an_interrupted_search_keeps_its_trials_and_is_unjudged():
 
     def trial(rate):
         if rate == 4000:
-            return TrialOutcome(rate, "unjudged", note="interrupted")
+            return TrialOutcome(rate, "unjudged", exit_code=130, note="interrupted")
         return inner(rate)
 
     res = search(trial, 1000, after_trial=seen.append)
@@ -232,18 +239,22 @@ def by_name(criteria):
     return {c.name: c for c in criteria}
 
 
-def test_the_real_overloaded_run_fails_on_batch_duration_lag_and_latency():
+def test_the_real_overloaded_run_fails_on_its_latency_when_one_batch_hides_its_lag_trend():
     c = by_name(judge_trial(6000, real_failed_result(), LIMITS))
     assert list(c) == list(cap.CRITERIA)
     assert c["producer_rate"].ok and c["checks"].ok
-    assert c["batch_duration"].ok is False and c["batch_duration"].value == 18081.0
     # the lag rose at about R all through the second half (no commit in it), but one 18 s batch spans more than
-    # that half: the lag's trend cannot be told from its sawtooth, so the batch criterion speaks
+    # that half: the lag's trend cannot be told from its sawtooth, nor a processed rate from no commit
     lag_c = c["lag_growth"]
     assert 5500 < lag_c.value < 6500 and lag_c.figures["cadence_s"] == 18.081 and lag_c.ok is None
+    assert c["processed_rate"].ok is None and c["processed_rate"].detail.startswith("unknown: 0 commits")
+    # the 18 s batch is no headroom, recorded; no scenario asked for headroom, so it does not fail the trial
+    assert c["headroom"].status == "not required" and c["headroom"].value == 18081.0
+    assert c["headroom"].detail.startswith("no headroom: batch p50 18,081 ms > the 1,000 ms trigger")
+    # what fails it is what such a batch does to every event: 38 s of latency
     assert c["latency_p99"].ok is False and c["latency_p99"].detail == "p99 38,044 ms > 5,000 ms"
     t = TrialOutcome(6000, "failed", list(c.values()))
-    assert t.limiting_factor == "batch duration over the trigger"
+    assert t.limiting_factor == "latency limit" and [x.name for x in t.failing] == ["latency_p99"]
 
 
 def test_a_trial_that_kept_up_is_sustained():
@@ -256,7 +267,18 @@ def test_a_trial_behind_the_offered_rate_fails_on_its_lag_growth_the_runs_own_de
     r["sustain"] = figures(*synthetic_run(rate=6000.0, capacity=4800.0, batch_s=0.1))
     c = by_name(judge_trial(6000, r, LIMITS))
     assert c["lag_growth"].ok is False and c["processed_rate"].ok is False
-    assert TrialOutcome(6000, "failed", list(c.values())).limiting_factor == "batch duration over the trigger"
+    t = TrialOutcome(6000, "failed", list(c.values()))
+    assert t.limiting_factor == "lag growth" and [x.name for x in t.failing] == ["lag_growth", "processed_rate"]
+
+
+def test_a_trial_whose_batches_overrun_the_trigger_with_a_flat_lag_is_sustained():
+    """Batches of 1,350 ms on a 1 s trigger that read all there is each time: Spark starts each at the end of the
+    last, the lag stays flat and all of the offered rate is processed; what it lacks is headroom."""
+    r = sustained_result()
+    r["sustain"] = figures(*synthetic_run(rate=6000.0, batch_s=1.35))
+    c = by_name(judge_trial(6000, r, LIMITS))
+    assert c["lag_growth"].ok and c["processed_rate"].ok and c["headroom"].ok is False
+    assert cap.failing(list(c.values())) == []
 
 
 @pytest.mark.parametrize("produce_eps,skipped,ok", [(6000.05, 0, True), (5890.0, 0, True), (5870.0, 0, False),
@@ -271,14 +293,37 @@ def test_producer_rate_within_2_percent_and_no_pacer_skips(produce_eps, skipped,
         assert t.limiting_factor == "producer limit"
 
 
-def test_batch_duration_against_the_trigger_interval():
+def test_headroom_against_the_trigger_is_recorded_and_a_criterion_only_with_min_headroom():
     r = sustained_result()
     r["sustain"]["batch_p50_ms"] = 1350.0
-    c = by_name(judge_trial(6000, r, LIMITS))["batch_duration"]
-    assert c.ok is False and c.detail.startswith("batch p50 1,350 ms > the 1,000 ms trigger") and c.limit == 1000.0
-    assert by_name(judge_trial(6000, r, Limits(trigger_interval_ms=2000.0)))["batch_duration"].ok
-    zero = by_name(judge_trial(6000, r, Limits(trigger_interval_ms=0.0)))["batch_duration"]
-    assert zero.ok is True and "back to back" in zero.detail
+    c = by_name(judge_trial(6000, r, LIMITS))["headroom"]
+    assert c.ok is False and c.status == "not required" and c.limit == 1000.0
+    assert c.detail == ("no headroom: batch p50 1,350 ms > the 1,000 ms trigger: a burst will fall behind "
+                        "(30 batches; not required without checks.min_headroom)")
+    assert by_name(judge_trial(6000, r, Limits(trigger_interval_ms=2000.0)))["headroom"].ok
+    zero = by_name(judge_trial(6000, r, Limits(trigger_interval_ms=0.0)))["headroom"]
+    assert zero.status == "not required" and "back to back" in zero.detail
+    # required: 20% of a 2 s trigger idle is a p50 of at most 1,600 ms; 1,350 ms leaves 32.5%
+    need = by_name(judge_trial(6000, r, Limits(trigger_interval_ms=2000.0, min_headroom=0.2)))["headroom"]
+    assert (need.status, need.value, need.limit) == ("pass", 1350.0, 1600.0)
+    assert need.figures["idle_fraction"] == pytest.approx(0.325)
+    tight = judge_trial(6000, r, Limits(trigger_interval_ms=2000.0, min_headroom=0.4))  # at most 1,200 ms
+    assert by_name(tight)["headroom"].status == "fail"
+    assert TrialOutcome(6000, "failed", tight).limiting_factor == "no headroom"
+
+
+def test_the_runs_own_required_headroom_is_not_counted_again_as_a_failed_check():
+    r = sustained_result()
+    r["sustain"]["batch_p50_ms"] = 1350.0
+    r["verdict"] = "fail"
+    r["checks"].append({"name": "headroom", "ok": False, "status": "fail", "detail": "no headroom: ..."})
+    limits = Limits(trigger_interval_ms=1000.0, min_headroom=0.0)
+    c = by_name(judge_trial(6000, r, limits))
+    assert c["checks"].ok is True and c["headroom"].status == "fail"
+    assert [x.name for x in cap.failing(list(c.values()))] == ["headroom"]
+    r["checks"][1] = {"name": "no_loss", "ok": False, "detail": "3 acked events never delivered (allowed 0)"}
+    c = by_name(judge_trial(6000, r, limits))["checks"]
+    assert c.ok is False and c.detail.startswith("failed no_loss (3 acked events never delivered")
 
 
 def test_latency_against_the_limit():
@@ -288,15 +333,17 @@ def test_latency_against_the_limit():
     assert c.ok is False and c.detail == "p99 1,900 ms > 1,500 ms"
 
 
-def test_failed_checks_and_unjudged_runs_fail_the_checks_criterion():
+def test_failed_checks_fail_the_checks_criterion_and_an_unjudged_run_leaves_the_trial_unjudged():
     r = sustained_result()
     r["verdict"] = "fail"
     r["checks"][1] = {"name": "no_loss", "ok": False, "detail": "3 acked events never delivered (allowed 0)"}
     c = by_name(judge_trial(6000, r, LIMITS))["checks"]
     assert c.ok is False and c.detail.startswith("failed no_loss (3 acked events never delivered")
+    assert cap.trial_verdict(judge_trial(6000, r, LIMITS), None) == ("failed", "")
     r["verdict"], r["unjudged_reason"] = "unjudged", "reading the sink failed: boom"
     c = by_name(judge_trial(6000, r, LIMITS))["checks"]
-    assert c.ok is False and "could not be judged: reading the sink failed" in c.detail
+    assert c.ok is None and "could not be judged: reading the sink failed" in c.detail
+    assert cap.trial_verdict(judge_trial(6000, r, LIMITS), None) == ("unjudged", c.detail)
 
 
 def test_lag_growth_needs_a_rising_slope_and_a_large_lag_at_the_end():
@@ -318,9 +365,18 @@ def test_lag_growth_needs_a_rising_slope_and_a_large_lag_at_the_end():
 TRIGGER_1S = '[spark]\ntrigger = { kind = "processingTime", interval = "1 second" }\n'
 
 
-def fake_pipeline(monkeypatch, true_capacity: float, interrupt_at: float | None = None):
+def overloaded(rate: float) -> dict:
+    """The sustained figures of a query that processes 80% of `rate` in 1.5 s batches (its lag grows by a fifth of
+    the rate each second: 6 s of traffic behind at the end of a 30 s window)."""
+    return {"judged_s": 30.0, "samples": 31, "offered_eps": rate, "processed_eps": 0.8 * rate, "commits": 20,
+            "batch_p50_ms": 1500.0, "batches": 20,
+            "lag": {"slope_eps": 0.2 * rate, "slope_se_eps": 0.01 * rate, "end_lag": 6.0 * rate, "max_lag": 6.0 * rate}}
+
+
+def fake_pipeline(monkeypatch, true_capacity: float, interrupt_at: float | None = None,
+                  p50_ms_per_eps: float | None = None):
     """Stand in for harness.runner.run_one: an ordinary scenario per trial (checked), a result that keeps up below
-    `true_capacity` and overruns the trigger above it."""
+    `true_capacity` (its batch p50 `p50_ms_per_eps` x the rate when given) and falls behind above it."""
     asked = []
     monkeypatch.setenv("HARNESS_SHARED_BROKER", "0")  # no broker started for the fake trials
 
@@ -334,7 +390,9 @@ def fake_pipeline(monkeypatch, true_capacity: float, interrupt_at: float | None 
         r = sustained_result()
         r["throughput"]["produce_eps"] = rate
         if rate > true_capacity:
-            r["sustain"]["batch_p50_ms"] = 1000.0 * rate / true_capacity
+            r["sustain"] = overloaded(rate)
+        elif p50_ms_per_eps is not None:
+            r["sustain"]["batch_p50_ms"] = p50_ms_per_eps * rate
         (out / "result.json").write_text(json.dumps(r))
         return RunOutcome(out, r, 0)
 
@@ -351,27 +409,32 @@ def test_the_command_runs_ordinary_trials_and_writes_capacity_json(tmp_path, mon
     assert code == 0
     assert asked[0][0] == ["stream.partitions=4", 'producers.rate={kind="constant", eps=1000}',
                            "producers.duration_s=7", f"producers.warmup_s={cap.DEFAULT_WARMUP_S:g}",
-                           cap.TRIAL_DECLARES]
+                           'producers.warmup_until="fixed"', cap.TRIAL_DECLARES]
     assert [a[1] for a in asked] == ["00-eps=1000", "01-eps=2000", "02-eps=4000", "03-eps=8000", "04-eps=6000",
                                      "05-eps=5000", "06-eps=4500", "07-eps=4200"]
     assert {a[3] for a in asked} == {7.0} and {a[4] for a in asked} == {cap.DEFAULT_WARMUP_S}
     saved = json.loads((out / "capacity.json").read_text())
     assert saved["verdict"] == "pass" and saved["capacity_eps"] == 4200 and saved["next_eps"] == 4500
-    assert saved["limiting_factor"] == "batch duration over the trigger" and saved["lower_bound"] is False
+    assert saved["limiting_factor"] == "lag growth" and saved["lower_bound"] is False
     trial = saved["trials"][3]
     assert trial["rate_eps"] == 8000 and trial["run_dir"] == "03-eps=8000"
     assert set(trial["criteria"]) == set(cap.CRITERIA) and trial["criteria"]["producer_rate"]["value"] == 8000
+    assert trial["criteria"]["headroom"]["status"] == "not required"
     md = (out / "capacity.md").read_text()
-    assert "**capacity: 4,200 events/s (next step 4,500 failed: batch duration over the trigger, batch p50 1,041 " \
-           "ms > the 1,000 ms trigger (30 batches))**" in md
-    assert "| 3 | 8,000 | failed | 8,000 | 0 | 1,851 ✗ |" in md
+    # at 4,500/s: slope 900 ± 2 x 45, 27,000 behind against 2 x 4,500 x the 1.5 s cadence; 3,600 processed
+    assert ("**capacity: 4,200 events/s (next step 4,500 failed: lag growth, lag grew 900 ± 90 events/s (+20.0% of "
+            "the offered 4,500/s, limit 5%), 27,000 events (6.0 s) behind at the end (limit 13,500))**") in md
+    assert "also processing rate under the offered: processed 3,600 events/s = 80.0% of the offered 4,500/s" in md
+    # the 1,500 ms batches are no headroom, a figure without a cross: no scenario asked for headroom
+    assert "| 3 | 8,000 | failed | 8,000 | 0 | 1,500 | 1,600 ✗ | 48,000 | 6,400 ✗ | 1,900 | pass | lag growth |" in md
     assert capsys.readouterr().out.strip().splitlines()[-1] == saved["summary"]
     page = (out / "capacity.html").read_text()
     assert html.escape(saved["summary"]) in page  # the answer first
     assert page.count('class="chart"') == 4  # p99, batch p50, lag slope, processed against the offered rate
 
 
-def test_the_trigger_interval_bounds_batches_and_the_scenario_latency_limit_is_kept(tmp_path, monkeypatch, capsys):
+def test_the_scenario_latency_limit_is_kept_and_a_rate_above_capacity_fails_on_its_lag(tmp_path, monkeypatch,
+                                                                                          capsys):
     fake_pipeline(monkeypatch, 2_500)
     path = write(tmp_path, MINIMAL + TRIGGER_1S + '[checks]\nlatency_p99_ms = 3000\n')
     out = tmp_path / "cap"
@@ -382,7 +445,32 @@ def test_the_trigger_interval_bounds_batches_and_the_scenario_latency_limit_is_k
     assert saved["thresholds"]["latency_p99"] == {"max_ms": 3000.0, "from": "checks.latency_p99_ms"}
     assert saved["capacity_eps"] <= 2500 < saved["next_eps"]
     line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert line.startswith("capacity: 2,") and "failed: batch duration over the trigger, batch p50 " in line
+    assert line.startswith("capacity: 2,") and "failed: lag growth, lag grew " in line
+
+
+def test_batches_over_the_trigger_bound_the_capacity_only_with_min_headroom(tmp_path, monkeypatch, capsys):
+    """A query that keeps up at every rate, its batch p50 0.2 ms per event/s (800 ms at 4,000/s). Without
+    checks.min_headroom nothing bounds it; with 0.2, 20% of the 1 s trigger must stay idle: p50 <= 800 ms, so the
+    capacity is 4,000/s (1,000, 2,000, 4,000 pass; 8,000, 6,000, 5,000, 4,500 and 4,200, the midpoint 4,250 to a
+    step of 100, fail; 4,200 - 4,000 is within 10%)."""
+    asked = fake_pipeline(monkeypatch, math.inf, p50_ms_per_eps=0.2)
+    path = write(tmp_path, MINIMAL + TRIGGER_1S)
+    assert main(["capacity", path, "--out", str(tmp_path / "free"), "--start-eps", "1000", "--max-trials", "4",
+                 "--quiet"]) == 0
+    free = json.loads((tmp_path / "free" / "capacity.json").read_text())
+    assert [t["verdict"] for t in free["trials"]] == ["sustained"] * 4 and free["lower_bound"]
+    assert free["trials"][3]["criteria"]["headroom"]["ok"] is False  # 1,600 ms: recorded, not failing
+    asked.clear()
+    path = write(tmp_path, MINIMAL + TRIGGER_1S + "[checks]\nmin_headroom = 0.2\n")
+    assert main(["capacity", path, "--out", str(tmp_path / "room"), "--start-eps", "1000", "--quiet"]) == 0
+    room = json.loads((tmp_path / "room" / "capacity.json").read_text())
+    assert [a[2] for a in asked] == [1000, 2000, 4000, 8000, 6000, 5000, 4500, 4200]
+    assert (room["capacity_eps"], room["next_eps"], room["limiting_factor"]) == (4000, 4200, "no headroom")
+    assert room["thresholds"]["headroom"] == {"required": True, "min_idle_fraction": 0.2, "batch_p50_max_ms": 800.0}
+    assert room["trials"][-1]["detail"] == ("too little headroom: batch p50 840 ms leaves 16% of the 1,000 ms "
+                                            "trigger idle, need 20% idle (p50 <= 800 ms) (30 batches)")
+    assert "batch p50 <= 800 ms, 20% of the trigger left idle (checks.min_headroom)" in \
+        (tmp_path / "room" / "capacity.md").read_text()
 
 
 def test_the_start_rate_failing_exits_1(tmp_path, monkeypatch, capsys):

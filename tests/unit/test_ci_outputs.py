@@ -29,14 +29,14 @@ def test_junit_has_one_case_per_check_and_a_failure_for_each_failed_one():
     assert {p.get("name"): p.get("value") for p in suite.find("properties")}["verdict"] == "fail"
 
 
-def test_an_unknown_check_is_an_error_in_junit_saying_it_was_not_judged_and_fails_the_verdict():
+def test_an_unknown_check_is_an_unjudged_error_in_junit_saying_it_was_not_judged():
     root = ET.fromstring(junit_xml(result(checks=[{"name": "no_leak", "ok": None, "status": "unknown",
                                                    "detail": "not judged: no resource samples"}])))
     suite = root.find("testsuite")
     assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "1", "0")
     error = suite.find("testcase[@name='no_leak']/error")
-    assert error.get("type") == "unknown"
-    assert error.get("message") == "unknown (fails the verdict): not judged: no resource samples"
+    assert error.get("type") == "unjudged"  # neither a failure (nothing shown wrong) nor a skip (not a pass)
+    assert error.get("message") == "unjudged: could not be judged: not judged: no resource samples"
 
 
 def test_a_check_not_required_is_skipped_in_junit_and_neither_failure_nor_pass():

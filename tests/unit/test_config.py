@@ -60,6 +60,44 @@ def test_overrides_are_toml_values(tmp_path):
         parse_override("nonsense")
 
 
+@pytest.mark.parametrize("text,path,value", [
+    # TOML's own quoting of a dotted key: a quoted segment keeps its dots
+    ('spark.conf."spark.sql.shuffle.partitions"=4', ["spark", "conf", "spark.sql.shuffle.partitions"], 4),
+    ("spark.conf.'spark.sql.shuffle.partitions'=4", ["spark", "conf", "spark.sql.shuffle.partitions"], 4),  # literal
+    ('spark.source_options."kafka.group.id".x=a', ["spark", "source_options", "kafka.group.id", "x"], "a"),
+    ('a."b.c".d."e f"=1', ["a", "b.c", "d", "e f"], 1),  # bare and quoted mixed
+    ("a.'b\\c'=1", ["a", "b\\c"], 1),  # a literal key keeps its backslash
+    ('a."b\\"c"=1', ["a", 'b"c'], 1),  # a basic key's escape
+    ('spark.conf."x=y"=2', ["spark", "conf", "x=y"], 2),  # an `=` inside quotes is the key's
+    (' producers . rate . eps = 5', ["producers", "rate", "eps"], 5),  # spaces around dots, as TOML allows
+    ('faults."0".at_s=3', ["faults", "0", "at_s"], 3),
+])
+def test_set_keys_are_read_as_toml_reads_dotted_keys(text, path, value):
+    assert parse_override(text) == (path, value)
+
+
+@pytest.mark.parametrize("text,problem", [
+    ('spark.conf."spark.sql=4', "Unterminated string"),
+    ("spark.conf.'spark.sql=4", 'Expected "\'" (at end of document)'),  # TOML's words for an unclosed literal
+    ("a..b=1", "Invalid initial character"),
+    ("a b=1", "Expected '='"),
+    ("=1", "Invalid statement"),
+])
+def test_a_malformed_set_key_is_refused_naming_it(text, problem):
+    with pytest.raises(ConfigError) as err:
+        parse_override(text)
+    key = text.split("=")[0]
+    assert f"--set {text!r}: the key {key!r} is not a dotted key as TOML reads it" in str(err.value)
+    assert problem in str(err.value) and 'spark.conf."spark.sql.shuffle.partitions"=8' in str(err.value)
+
+
+def test_a_quoted_option_name_reaches_its_option_table(tmp_path):
+    s, _, _ = load_scenario(write(tmp_path, MINIMAL), ['spark.conf."spark.sql.shuffle.partitions"=4',
+                                                        "spark.source_options.'maxOffsetsPerTrigger'=100"])
+    assert s.spark.conf == {"spark.sql.shuffle.partitions": 4}
+    assert s.spark.source_options == {"maxOffsetsPerTrigger": 100}
+
+
 def test_unknown_scenario_name_lists_known_ones():
     with pytest.raises(ConfigError, match="known: .*steady"):
         load_scenario("no-such-scenario")

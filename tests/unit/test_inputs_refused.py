@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from harness.cli import main
 from harness import machine
-from harness.config import load_scenario
+from harness.config import ConfigError, load_scenario
 
 BASE = 'name = "t"\n[producers]\nrate = { kind = "constant", eps = 100 }\n'
 EVENTHUBS = 'name = "t"\n[backend]\nkind = "eventhubs"\n[producers]\nrate = { kind = "constant", eps = 100 }\n'
@@ -184,6 +183,87 @@ def test_set_reaches_an_element_of_a_list_of_tables(tmp_path, capsys):
 
 
 # -- files and directories that used to end in a traceback -------------------------------------------------------
+def test_a_quoted_set_key_is_checked_like_the_unquoted_one(tmp_path, capsys):
+    """TOML's quoting of a dotted option name (the issue's) was stored with its quotes, checked by nothing and
+    handed to Spark as a key no one reads: now it is the same option as the unquoted form, typo and all."""
+    for key in ('spark.conf."spark.sql.shufle.partitions"', "spark.conf.spark.sql.shufle.partitions"):
+        code, err, path = validate(tmp_path, BASE, f"{key}=4", capsys=capsys)
+        assert code == 2 and f"error: --set '{key}=4' (on {path}): spark.conf.spark.sql.shufle.partitions: unknown " \
+            "Spark" in err and "did you mean 'spark.sql.shuffle.partitions'" in err, err
+    code, err, _ = validate(tmp_path, BASE, 'spark.conf."spark.sql.shuffle.partitions"=4', capsys=capsys)
+    assert code == 0, err
+    code, err, _ = validate(tmp_path, BASE, 'spark.conf."spark.sql=4', capsys=capsys)
+    assert code == 2 and "error: --set 'spark.conf.\"spark.sql=4': the key 'spark.conf.\"spark.sql' is not a " \
+        "dotted key as TOML reads it (Unterminated string" in err, err
+
+
+def test_a_spark_conf_key_that_is_not_sparks_exits_2(tmp_path, capsys):
+    code, err, path = validate(tmp_path, BASE, "spark.conf.sql.shuffle.partitions=4", capsys=capsys)
+    assert code == 2 and f"error: --set 'spark.conf.sql.shuffle.partitions=4' (on {path}): " \
+        "spark.conf.sql.shuffle.partitions: 'sql.shuffle.partitions' is not a Spark" in err, err
+    assert "did you mean 'spark.sql.shuffle.partitions'" in err and "list it in spark.conf_allow" in err
+    code, err, _ = validate(tmp_path, BASE + '[spark]\nconf_allow = ["myapp.*"]\n', 'spark.conf."myapp.flag"=1',
+                            capsys=capsys)
+    assert code == 0, err
+
+
+# -- a fault schedule that cannot happen ---------------------------------------------------------------------------
+KILLS = BASE + '[[faults]]\nkind = "driver_kill"\nat_s = 5\nevery_s = 10\ncount = 3\n'  # 60 s of traffic
+
+
+@pytest.mark.parametrize("sets,expected", [
+    # the issue's: a repeating fault timed past the traffic planned no injection, and the run passed without it
+    (["faults.0.at_s=500"], ["faults.0 (driver_kill): at_s = 500, every_s = 10, count = 3 asks for injections at "
+                             "500, 510 and 520 s; none of them fits before the end of the traffic at 60 s",
+                             "The traffic lasts 60 s (producers.duration_s)", "after any warm-up",
+                             "Give at_s at most 40 or producers.duration_s at least 520"]),
+    # ... or fewer than its count: 50 and 60 fit, 70 does not
+    (["faults.0.at_s=50"], ["asks for injections at 50, 60 and 70 s; only 2 of the 3 fit (at 50 and 60 s)",
+                            "Give at_s at most 40, every_s at most 5, count = 2 or producers.duration_s at least 70"]),
+    (["producers.duration_s=20"], ["at 5, 15 and 25 s; only 2 of the 3 fit (at 5 and 15 s) before the end of the "
+                                   "traffic at 20 s", "The traffic lasts 20 s"]),
+    # until_s stops it before the traffic ends
+    (["faults.0.until_s=12"], ["count = 3, until_s = 12 asks for injections at 5, 15 and 25 s; only 1 of the 3 fits "
+                               "(at 5 s) before until_s = 12", "or until_s at least 25"]),
+    # a repeating fault's one injection past the traffic's end (a single one there would hit the drain, on purpose)
+    (["faults.0.count=1", "faults.0.at_s=61"],
+     ["at_s = 61, every_s = 10, count = 1 asks for injections at 61 s; none of them fits"]),
+])
+def test_a_fault_schedule_that_does_not_fit_the_traffic_exits_2(tmp_path, capsys, sets, expected):
+    code, err, path = validate(tmp_path, KILLS, *sets, capsys=capsys)
+    assert code == 2 and err.count("error: ") == 1 and "faults.0 (driver_kill): " in err, err
+    assert all(e in err for e in expected), err
+    with pytest.raises(ConfigError, match=r"faults\.0 \(driver_kill\)"):
+        load_scenario(path, list(sets))
+
+
+def test_a_repeating_fault_without_count_that_plans_nothing_exits_2(tmp_path, capsys):
+    text = BASE + '[[faults]]\nkind = "resend"\nat_s = 90\nevery_s = 10\n'
+    code, err, _ = validate(tmp_path, text, capsys=capsys)
+    assert code == 2 and "faults.0 (resend): at_s = 90, every_s = 10 asks for injections at 90 s and every 10 s " \
+                         "after; none of them fits before the end of the traffic at 60 s" in err, err
+
+
+def test_the_issues_crash_recovery_override_exits_2(capsys):
+    """`harness validate crash-recovery --set faults.0.at_s=500` said ok, and the run passed with no crash."""
+    assert main(["validate", "crash-recovery", "--set", "faults.0.at_s=500"]) == 2
+    err = capsys.readouterr().err
+    assert "--set 'faults.0.at_s=500'" in err and "faults.0 (driver_kill)" in err and "none of them fits" in err
+    assert main(["validate", "crash-recovery", "--set", "faults.0.at_s=30"]) == 2
+    assert "only 1 of the 3 fits (at 30 s)" in capsys.readouterr().err
+
+
+def test_schedules_that_fit_still_validate(tmp_path, capsys):
+    fits = [KILLS, KILLS.replace("at_s = 5", "at_s = 40"),  # 40, 50 and 60: the last at the traffic's very end
+            BASE + '[[faults]]\nkind = "resend"\nat_s = 5\nevery_s = 10\nuntil_s = 30\n',
+            # timed from the end of the warm-up: 40, 50 and 60 s of the 60 s measured window, not of 90 s in all
+            BASE.replace("[producers]\n", "[producers]\nwarmup_s = 30\n")
+            + '[[faults]]\nkind = "driver_kill"\nat_s = 40\nevery_s = 10\ncount = 3\n']
+    for text in fits:
+        code, err, _ = validate(tmp_path, text, capsys=capsys)
+        assert code == 0, err
+
+
 def test_a_file_that_is_not_utf8_exits_2(tmp_path, capsys):
     path = tmp_path / "s.toml"
     path.write_bytes(BASE.encode().replace(b'"t"', b'"t\xff"'))
@@ -198,52 +278,52 @@ def test_a_file_nested_50000_deep_exits_2(tmp_path, capsys):
     assert f"{path}: nested too deeply" in capsys.readouterr().err
 
 
-def _as_unprivileged(argv: list[str]) -> list[str]:
-    """Root reads and writes through any mode bits: the permission cases run as `nobody` then."""
+# Root reads and writes through any mode bits: the permission cases then run as root without its capabilities
+# (CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH are what skip the mode bits). Not as `nobody`: a clone in a private
+# directory (`mktemp -d`, mode 0700, as CI's and most users' are) holds the virtualenv and the code, which
+# `nobody` cannot reach ("No module named harness"). Still root, the child reaches them; the files under test are
+# root's own, so their mode bits decide for it as they would for any user.
+DROP_CAPABILITIES = ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all"]
+
+
+def _without_privileges(argv: list[str]) -> list[str]:
     if os.geteuid() != 0:
         return argv
-    assert shutil.which("setpriv"), "running as root needs setpriv to drop privileges"
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
-
-
-@pytest.fixture
-def open_dir():
-    """A directory `nobody` may enter (pytest's tmp_path sits under directories only the user may)."""
-    path = Path(tempfile.mkdtemp(prefix="inputs-refused-"))
-    path.chmod(0o777)
-    yield path
-    for p in [path, *path.rglob("*")]:
-        p.chmod(0o777)
-    shutil.rmtree(path)
+    if not shutil.which("setpriv"):
+        pytest.fail("these tests run as root: they need setpriv (util-linux) to drop root's capabilities, without "
+                    "which root reads and writes through the mode bits under test")
+    return [*DROP_CAPABILITIES, *argv]
 
 
 def _harness(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MPLCONFIGDIR": str(cwd), "HOME": str(cwd)}  # nobody's own, writable
-    return subprocess.run(_as_unprivileged([sys.executable, "-m", "harness", *args]), capture_output=True,
+    env = {**os.environ, "MPLCONFIGDIR": str(cwd), "HOME": str(cwd)}  # the child writes nothing elsewhere
+    proc = subprocess.run(_without_privileges([sys.executable, "-m", "harness", *args]), capture_output=True,
                           text=True, timeout=120, env=env, cwd=cwd)
+    if proc.stderr.startswith("setpriv:"):  # e.g. a container without CAP_SETPCAP: root cannot be made to obey
+        pytest.fail(f"root's capabilities could not be dropped here, so mode bits cannot be tested: {proc.stderr}")
+    return proc
 
 
-def test_an_unreadable_file_exits_2(open_dir):
-    path = open_dir / "s.toml"
+def test_an_unreadable_file_exits_2(tmp_path):
+    path = tmp_path / "s.toml"
     path.write_text(BASE)
     path.chmod(0)
-    proc = _harness("validate", str(path), cwd=open_dir)
+    proc = _harness("validate", str(path), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert f"{path}: cannot be read (Permission denied)" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_out_that_is_a_file_or_read_only_exits_2(open_dir, capsys):
-    scenario = open_dir / "s.toml"
+def test_out_that_is_a_file_or_read_only_exits_2(tmp_path, capsys):
+    scenario = tmp_path / "s.toml"
     scenario.write_text(BASE)
-    scenario.chmod(0o644)
-    a_file = open_dir / "file"
+    a_file = tmp_path / "file"
     a_file.write_text("")
     assert main(["run", str(scenario), "--out", str(a_file)]) == 2
     assert f"--out {a_file}: is a file" in capsys.readouterr().err
-    locked = open_dir / "locked"
+    locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
-    proc = _harness("run", str(scenario), "--out", str(locked / "run"), cwd=open_dir)
+    proc = _harness("run", str(scenario), "--out", str(locked / "run"), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert f"--out {locked / 'run'}: cannot write under {locked}" in proc.stderr
     assert not (locked / "run").exists()

@@ -3,6 +3,7 @@ import time
 
 from harness.analysis.lag import lag_series, lag_summary
 from harness.lag_sampler import LagSampler
+from harness.supervisor import wait_until
 
 
 def progress(batch, start_iso, duration_ms, ends):
@@ -44,9 +45,11 @@ def test_the_sampler_takes_one_more_sample_when_stopped(tmp_path):
     """A query that catches up in its last batch, less than an interval before the run stops it, is seen back
     only by a sample taken at the stop: without it the fault before is 'never recovered'."""
     ends = iter([{0: 5}, {0: 9}])
-    sampler = LagSampler(tmp_path / "lag.jsonl", lambda: next(ends), interval=60.0)
+    path = tmp_path / "lag.jsonl"
+    sampler = LagSampler(path, lambda: next(ends), interval=60.0)
     sampler.start()
-    time.sleep(0.2)  # the first sample taken; the next is a minute away
+    # the first sample taken (however late its thread runs); the next is a minute away
+    wait_until(lambda: path.exists() and path.read_text().count("\n") == 1, 30, 0.01, "the first sample")
     stopped_at = time.time()
     sampler.stop()
     assert not sampler.is_alive()

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 
@@ -46,7 +45,6 @@ def _fleet(tmp_path: Path, sup: Supervisor, delays: list[float], script: str = F
 def test_go_waits_for_every_process_and_hands_all_the_same_start(tmp_path):
     with Supervisor(uuid.uuid4().hex) as sup:
         fleet = _fleet(tmp_path, sup, [0.0, 0.4])
-        asked = time.time()
         start_at = fleet.go(lead_s=0.25)
         ready_at = fleet.ready_at()
         for c in fleet.children:
@@ -54,8 +52,10 @@ def test_go_waits_for_every_process_and_hands_all_the_same_start(tmp_path):
     assert not (tmp_path / "job.json").with_suffix(".tmp").exists()
     assert json.loads((tmp_path / "job.json").read_text())["start_at"] == start_at
     assert [json.loads((tmp_path / f"read-{i}.json").read_text()) for i in (0, 1)] == [start_at, start_at]
-    # the later process was ready about 0.4 s after it started; the start is the lead after that, not before
-    assert ready_at is not None and ready_at >= asked + 0.3 and start_at >= ready_at + 0.25
+    # the start is the lead after the last process was ready (as each recorded it; the one that slept 0.4 s is
+    # usually that one, but on a busy machine either may be), not before
+    ready = [json.loads((tmp_path / f"ready-{i}.json").read_text())["at"] for i in (0, 1)]
+    assert ready_at == max(ready) and start_at >= ready_at + 0.25
     assert fleet.ready() == {0, 1} and [c.proc.returncode for c in fleet.children] == [0, 0]
 
 
@@ -74,6 +74,7 @@ def test_a_process_that_dies_before_the_go_fails_it_named_with_its_log(tmp_path)
 def test_a_process_never_ready_times_out_saying_which_were(tmp_path):
     with Supervisor(uuid.uuid4().hex) as sup:
         fleet = _fleet(tmp_path, sup, [0.0, 30.0])
+        wait_until(lambda: fleet.ready() == {0}, 30, 0.02, "the first process ready")  # a busy machine's start
         with pytest.raises(TimeoutError, match=r"not ready 1 s .*\(ready: \[0\]"):
             fleet.go(ready_timeout_s=1.0)
 

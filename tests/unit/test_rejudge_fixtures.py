@@ -2,7 +2,9 @@
 
 `tests/fixtures/runs/<name>/` are real run directories (the broker's data, the rendered reports and Spark's
 scratch files left out), recorded before the judge was reshaped into checkers: `<name>.result.json` and
-`<name>.series.json` beside each are what the harness wrote then. `harness check` on a copy (a moved run
+`<name>.series.json` beside each are what the harness wrote then, but for checks whose meaning changed since
+(`sustained` no longer judges a processing-time batch's length; `headroom` lists it: their entries are the rule's
+new reading of the same recorded figures). `harness check` on a copy (a moved run
 directory whose files lost their modification times, as git or `cp -r` copies them) must give the same checks (name, outcome, detail; their order in the list is presentation), the same
 counts and the same figures. Between them
 they cover the events oracle, a user's oracle (stateful: windowed counts), driver kills, a declared failure
@@ -37,7 +39,7 @@ def test_a_recorded_run_rejudges_the_same(name, tmp_path, capsys):
         os.utime(path, (1_000_000_000, 1_000_000_000))
     recorded = json.loads((FIXTURES / f"{name}.result.json").read_text())
     code = main(["check", str(run_dir)])
-    assert code == (0 if recorded["verdict"] == "pass" else 1), capsys.readouterr()
+    assert code == {"pass": 0, "fail": 1, "unjudged": 3}[recorded["verdict"]], capsys.readouterr()
     now = json.loads((run_dir / "result.json").read_text())
     by_name = {c["name"]: (c["ok"], c["detail"]) for c in now["checks"]}
     assert len(by_name) == len(now["checks"])  # one check per name
@@ -56,17 +58,20 @@ def test_a_recorded_run_rejudges_the_same(name, tmp_path, capsys):
 
 
 def test_a_short_run_cannot_be_judged_on_keeping_up_unless_it_says_so(tmp_path):
-    """The steady recording has 6 s of traffic, all start-up: without its declaration `sustained` is unknown (and
-    fails the verdict), never a pass; the recording declares it not required."""
+    """The steady recording has 6 s of traffic, all start-up: without its declaration `sustained` is unknown and
+    the run unjudged (exit 3, `unjudged_reason` naming it), never a pass nor a failure of the query; the
+    recording declares it not required."""
     run_dir = tmp_path / "steady"
     shutil.copytree(FIXTURES / "steady", run_dir)
     scenario = json.loads((run_dir / "scenario.json").read_text())
     del scenario["resolved"]["checks"]["sustained_not_required"]
     (run_dir / "scenario.json").write_text(json.dumps(scenario))
-    assert main(["check", str(run_dir)]) == 1
+    assert main(["check", str(run_dir)]) == 3
     now = json.loads((run_dir / "result.json").read_text())
     sustained = next(c for c in now["checks"] if c["name"] == "sustained")
     assert sustained["status"] == "unknown" and "MSER-5 needs at least 20" in sustained["detail"]
+    assert now["verdict"] == "unjudged" and now["unjudged_reason"].startswith("could not be judged: sustained (")
+    assert "MSER-5 needs at least 20" in now["unjudged_reason"]
 
 
 def test_a_rejudge_applies_the_baselines_thresholds_again(tmp_path, capsys):

@@ -24,16 +24,41 @@ def hold_in_thread(control: Path, batch: int) -> threading.Thread:
     return thread
 
 
-def test_no_request_no_hold(tmp_path):
-    t0 = time.monotonic()
+class Clock:
+    """sinkhold's clock (monotonic, time, sleep): a sleep moves it on at once, so a wait is measured in the time the
+    hold asked for, not in how long a busy machine took to run it."""
+
+    def __init__(self):
+        self.now = 1_000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture()
+def clock(monkeypatch):
+    fake = Clock()
+    monkeypatch.setattr(sinkhold, "time", fake)
+    return fake
+
+
+def test_no_request_no_hold(tmp_path, clock):
     sinkhold.hold_if_requested(tmp_path, 7)
-    assert time.monotonic() - t0 < 0.5 and sinkhold.held(tmp_path) is None
+    assert clock.slept == [] and sinkhold.held(tmp_path) is None
 
 
 def test_a_batch_before_from_batch_is_not_held(tmp_path):
     sinkhold.request(tmp_path, from_batch=5, timeout_s=30)
     thread = hold_in_thread(tmp_path, 4)  # the batch a restarted driver re-runs from an earlier kill
-    thread.join(2)
+    thread.join(20)  # a deadline a busy machine meets, well short of the 30 s a hold would last
     assert not thread.is_alive() and sinkhold.held(tmp_path) is None
 
 
@@ -48,15 +73,16 @@ def test_held_until_released_and_says_which_batch(tmp_path):
     time.sleep(0.3)
     assert thread.is_alive()  # still holding
     sinkhold.release(tmp_path)
-    thread.join(2)
+    thread.join(20)  # as above: released, not timed out
     assert not thread.is_alive() and sinkhold.held(tmp_path) is None
 
 
-def test_a_hold_nobody_releases_ends_at_its_timeout(tmp_path):
+def test_a_hold_nobody_releases_ends_at_its_timeout(tmp_path, clock):
     sinkhold.request(tmp_path, from_batch=0, timeout_s=0.3)
-    t0 = time.monotonic()
     sinkhold.hold_if_requested(tmp_path, 0)
-    assert 0.25 <= time.monotonic() - t0 < 3 and sinkhold.held(tmp_path) is None
+    waited = clock.now - 1_000.0
+    assert 0.3 - 1e-9 <= waited <= 0.3 + max(clock.slept) + 1e-9  # its timeout, and at most one poll beyond
+    assert sinkhold.held(tmp_path) is None
 
 
 def test_a_damaged_request_is_ignored(tmp_path):

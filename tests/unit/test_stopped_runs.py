@@ -33,7 +33,7 @@ def test_a_stopped_run_is_unjudged_with_one_junit_error(tmp_path, capsys):
     state = json.loads((run_dir / "run_state.json").read_text())
     state.update(interrupted=True, error="stopped by SIGTERM: processes stopped, partial results kept")
     (run_dir / "run_state.json").write_text(json.dumps(state))
-    assert main(["check", str(run_dir)]) == 1
+    assert main(["check", str(run_dir)]) == 3  # unjudged: judged again, a stopped run still decides nothing
     result = json.loads((run_dir / "result.json").read_text())
     assert result["verdict"] == "unjudged" and result["unjudged_reason"].startswith("stopped by SIGTERM")
     assert result["checks"] == [] and result["counts"]["delivered_unique"] > 0  # figures kept, no check judged

@@ -16,7 +16,7 @@ from harness.analysis.recovery import fault_recovery
 from harness.analysis.steady import BLOCK_S, mser_truncation, steady_window
 from harness.analysis.sustain import fit, judged_intervals, sustain_figures
 from harness.check import Check, verdict_of
-from harness.checkers.sustained import Thresholds, criteria, sustained_check
+from harness.checkers.sustained import Thresholds, criteria, headroom_check, sustained_check
 
 T0 = 1_800_000_000.0
 TH = Thresholds(trigger_interval_ms=1000.0)
@@ -76,6 +76,9 @@ def test_a_query_that_keeps_up_passes_every_criterion():
     # the sawtooth (lag rises by R over each 1 s batch and drops at its commit) is not growth
     assert abs(f["lag"]["slope_eps"]) < 0.05 * 6000 and f["lag"]["slope_se_eps"] < 0.05 * 6000
     assert sustained_check(f, TH, None).ok is True
+    # 400 ms batches of a 1 s trigger leave 60% of it idle
+    room = headroom_check(f, TH, None)
+    assert room.ok is True and room.value == 400.0 and room.figures["idle_fraction"] == pytest.approx(0.6)
 
 
 def test_a_query_at_80_percent_of_the_offered_rate_fails_with_its_lag_slope():
@@ -87,9 +90,12 @@ def test_a_query_at_80_percent_of_the_offered_rate_fails_with_its_lag_slope():
     assert abs(c["lag_growth"].value - (f["offered_eps"] - f["processed_eps"])) < 0.05 * 6000
     assert c["lag_growth"].value - 2 * c["lag_growth"].figures["slope_se_eps"] > 0.05 * 6000
     assert c["processed_rate"].ok is False and c["processed_rate"].value < 0.95 * f["offered_eps"]
-    assert c["batch_duration"].ok is False  # each batch reads a second of traffic at 4,800/s: over 1 s
+    assert set(c) == {"lag_growth", "processed_rate"}  # a batch's length is the headroom, not keeping up
     check = sustained_check(f, TH, None)
     assert check.ok is False and "lag_growth: lag grew" in check.detail and verdict_of([check]) == "fail"
+    # each batch reads a second of traffic at 4,800/s, over 1 s: no headroom either (listed, not required)
+    room = headroom_check(f, TH, None)
+    assert room.ok is False and room.detail.startswith("no headroom: batch p50 ") and room.status == "not required"
 
 
 def test_a_rate_limited_query_fails_on_its_processing_rate_though_its_batches_are_quick():
@@ -97,8 +103,9 @@ def test_a_rate_limited_query_fails_on_its_processing_rate_though_its_batches_ar
     samples, progress = synthetic_run(capacity=5000.0, batch_s=0.1)
     for p in progress:  # quick batches: only the cap limits them
         p["durationMs"]["triggerExecution"] = 150
-    c = by_name(criteria(figures(samples, progress), TH))
-    assert c["batch_duration"].ok is True
+    f = figures(samples, progress)
+    c = by_name(criteria(f, TH))
+    assert headroom_check(f, TH, None).ok is True and headroom_check(f, TH, None).value == 150.0
     assert c["processed_rate"].ok is False and c["lag_growth"].ok is False
 
 
@@ -118,7 +125,8 @@ def test_too_short_a_window_is_unknown_never_a_pass():
     assert c["lag_growth"].ok is None and "under 3 batch cadences" in c["lag_growth"].detail
     few = figures(samples, progress, start=37.0, end=39.0)
     assert by_name(criteria(few, TH))["lag_growth"].ok is None
-    assert sustained_check(few, TH, None).ok is None and verdict_of([sustained_check(few, TH, None)]) == "fail"
+    # never a pass, and not a failure either: the run is unjudged (harness.check.verdict_of)
+    assert sustained_check(few, TH, None).ok is None and verdict_of([sustained_check(few, TH, None)]) == "unjudged"
 
 
 def test_a_slope_whose_uncertainty_straddles_the_limit_cannot_be_told():
@@ -135,14 +143,18 @@ def test_a_backlog_scenario_lists_the_check_as_not_required_with_its_figures():
     assert check.detail.startswith("not required (catch-up reads a backlog") and check.figures["criteria"]
 
 
-def test_a_zero_second_trigger_does_not_judge_batch_duration():
-    c = by_name(criteria(figures(*synthetic_run(trigger_s=0.0, batch_s=0.5)), Thresholds(0.0)))
-    assert c["batch_duration"].ok is True and "back to back" in c["batch_duration"].detail
+def test_a_zero_second_trigger_is_judged_on_keeping_up_alone_and_has_no_headroom_to_measure():
+    f = figures(*synthetic_run(trigger_s=0.0, batch_s=0.5))
+    c = by_name(criteria(f, Thresholds(0.0)))
+    assert set(c) == {"lag_growth", "processed_rate"} and all(x.ok for x in c.values()), c
+    room = headroom_check(f, Thresholds(0.0), None)
+    assert room.status == "not required" and "back to back" in room.detail
 
 
-def test_a_single_overrunning_batch_fails_but_a_single_quick_one_cannot_pass():
-    assert by_name(criteria({"batch_p50_ms": 18_081.0, "batches": 1}, TH))["batch_duration"].ok is False
-    assert by_name(criteria({"batch_p50_ms": 400.0, "batches": 2}, TH))["batch_duration"].ok is None
+def test_a_single_overrunning_batch_has_no_headroom_but_a_single_quick_one_cannot_pass():
+    assert headroom_check({"batch_p50_ms": 18_081.0, "batches": 1}, TH, 0.0).ok is False
+    few = headroom_check({"batch_p50_ms": 400.0, "batches": 2}, TH, 0.0)
+    assert few.ok is None and few.detail.startswith("unknown: 2 batches with data in the judged window (need 3")
 
 
 def test_faults_spans_are_left_out_and_the_rest_still_judged():

@@ -120,6 +120,7 @@ DELETED = {"loss": [{"partition": p, "start": 0, "end": 2**63 - 1, "acked_before
                     for p in (0, 1)], "failure": "org.apache.kafka.common.errors"}
 UNKNOWN_TOPIC = ("org.apache.kafka.common.errors.UnknownTopicOrPartitionException: This server does not host "
                  "this topic-partition.")
+RECORDED = [{"kind": "topic_delete", "at_s": 2, "recreate": True}]  # [[faults]]: the one injection write_run records
 SIX = [(0, s, s % 2, s // 2, T0 + 1) for s in range(6)]
 FIRST_FOUR = [(0, s, s % 2, s // 2) for s in range(4)]
 
@@ -131,7 +132,7 @@ def checks_of(result) -> dict:
 def test_topic_delete_passes_when_the_query_failed_with_a_kafka_client_error(tmp_path):
     state = write_run(tmp_path, {"acks-0.csv": SIX}, FIRST_FOUR, DELETED,
                       {"state": "failed", "error": UNKNOWN_TOPIC, "exit_code": 4}, committed={0: 2, 1: 2})
-    result = judge(scenario(fail_on_data_loss=True), tmp_path, state)
+    result = judge(scenario(RECORDED, fail_on_data_loss=True), tmp_path, state)
     assert result.verdict == "pass", [c for c in result.checks if not c.ok]
     assert (result.counts.expected_lost, result.counts.lost, result.counts.unread) == (2, 0, 0)
 
@@ -139,7 +140,7 @@ def test_topic_delete_passes_when_the_query_failed_with_a_kafka_client_error(tmp
 def test_a_scenario_expecting_a_failure_fails_when_the_query_did_not_fail(tmp_path):
     """The same run, but the query drained instead of failing: the declared failure did not happen."""
     state = write_run(tmp_path, {"acks-0.csv": SIX}, FIRST_FOUR, DELETED, {"state": "drained", "exit_code": 0})
-    result = judge(scenario(fail_on_data_loss=True), tmp_path, state)
+    result = judge(scenario(RECORDED, fail_on_data_loss=True), tmp_path, state)
     check = checks_of(result)["expected_failure"]
     assert not check.ok and "did not fail" in check.detail and result.verdict == "fail"
 
@@ -148,7 +149,7 @@ def test_a_scenario_expecting_data_loss_fails_on_another_error(tmp_path):
     effect = dict(DELETED, failure="KAFKA_DATA_LOSS")
     state = write_run(tmp_path, {"acks-0.csv": SIX}, FIRST_FOUR, effect,
                       {"state": "failed", "error": UNKNOWN_TOPIC, "exit_code": 4}, committed={0: 2, 1: 2})
-    result = judge(scenario(fail_on_data_loss=True), tmp_path, state)
+    result = judge(scenario(RECORDED, fail_on_data_loss=True), tmp_path, state)
     assert not checks_of(result)["expected_failure"].ok and result.verdict == "fail"
 
 
@@ -159,7 +160,7 @@ def test_a_faults_own_events_are_history_but_not_the_producers_sends(tmp_path):
     effect = {"loss": [{"partition": 2, "start": 0, "end": 3}]}
     state = write_run(tmp_path, {"acks-0.csv": SIX, "acks-fault-0.csv": own}, [r[:4] for r in SIX], effect,
                       {"state": "drained", "exit_code": 0})
-    result = judge(scenario(partitions=3), tmp_path, state)
+    result = judge(scenario(RECORDED, partitions=3), tmp_path, state)
     assert result.verdict == "pass", [c for c in result.checks if not c.ok]
     assert (result.counts.acked, result.counts.expected_lost, result.counts.lost) == (9, 3, 0)
     assert "+3 written by faults" in checks_of(result)["producers_reported"].detail
@@ -170,7 +171,7 @@ def test_producers_reported_still_fails_when_a_process_row_is_missing(tmp_path):
     state = write_run(tmp_path, {"acks-0.csv": SIX, "acks-fault-0.csv": own}, [r[:4] for r in SIX],
                       {"loss": [{"partition": 2, "start": 0, "end": 3}]}, {"state": "drained", "exit_code": 0},
                       sent=9)  # the process claims the fault's 3 events as its own sends: it did not log them
-    result = judge(scenario(partitions=3), tmp_path, state)
+    result = judge(scenario(RECORDED, partitions=3), tmp_path, state)
     assert not checks_of(result)["producers_reported"].ok and result.verdict == "fail"
 
 
@@ -186,13 +187,13 @@ def test_a_recreated_topic_is_judged_per_generation(tmp_path):
               "new_generation_ms": recreated * 1000}
     sink = [r[:4] for r in old[:2]] + [r[:4] for r in new[4:]]  # old: 2 read; new: skipped offsets 0 and 1
     state = write_run(tmp_path, {"acks-0.csv": old + new}, sink, effect, {"state": "drained", "exit_code": 0})
-    result = judge(scenario(events=12), tmp_path, state)
+    result = judge(scenario(RECORDED, events=12), tmp_path, state)
     assert result.verdict == "pass", [c for c in result.checks if not c.ok]
     assert (result.counts.expected_lost, result.counts.lost, result.counts.order_violations) == (8, 0, 0)
     # a new-generation event at or above the planned offset that never arrives is lost
     other = tmp_path / "other"
     state = write_run(other, {"acks-0.csv": old + new}, sink[:-1], effect, {"state": "drained", "exit_code": 0})
-    result = judge(scenario(events=12), other, state)
+    result = judge(scenario(RECORDED, events=12), other, state)
     assert result.counts.lost == 1 and result.verdict == "fail"
 
 
@@ -202,6 +203,6 @@ def test_an_event_acked_without_its_offset_is_placed_by_partition_and_time_only(
     events = [(0, 0, 0, 0, T0 + 1), (0, 1, 0, -1, T0 + 2), (0, 2, 1, -1, T0 + 2), (0, 3, 0, -1, T0 + 9)]
     effect = {"loss": [{"partition": 0, "start": -1, "end": 0, "acked_before_ms": (T0 + 5) * 1000, "exact": False}]}
     state = write_run(tmp_path, {"acks-0.csv": events}, [(0, 0, 0, 0)], effect, {"state": "drained", "exit_code": 0})
-    result = judge(scenario(events=4), tmp_path, state)
+    result = judge(scenario(RECORDED, events=4), tmp_path, state)
     assert (result.counts.expected_lost, result.counts.lost) == (1, 2)
     assert result.lost_by_partition == {"0": 1, "1": 1}

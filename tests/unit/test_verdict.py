@@ -26,13 +26,19 @@ SINK_SCHEMA = pa.schema([("producer", pa.int32()), ("seq", pa.int64()), ("intend
                          ("bytes", pa.int32()), ("batch_ms", pa.float64())])
 
 
-def scenario(events: int, **checks) -> Scenario:
+def scenario(events: int, faults: list[dict] = (), nodes: int = 1, **checks) -> Scenario:
     """A crafted history of a few events has no traffic over time to keep up with: `sustained` is declared not
-    required (tests/unit/test_sustained.py judges it)."""
+    required (tests/unit/test_sustained.py judges it). `faults` are its [[faults]]: a run directory records the
+    injections they plan (RunDir.fault), no more and no fewer, or faults_applied fails."""
     checks = {"sustained_not_required": "a crafted history of a few events", **checks}
     return Scenario.model_validate({"name": "crafted", "stream": {"name": STREAM, "partitions": 2},
+                                    "backend": {"kind": "kafka", "nodes": nodes},
                                     "producers": {"duration_s": 10, "rate": {"kind": "constant", "eps": events / 10}},
-                                    "checks": checks})
+                                    "faults": list(faults), "checks": checks})
+
+
+DELETE = {"kind": "delete_records", "at_s": 2}  # one injection at 2 s, as RunDir.fault records one by default
+DRIVER_KILL = {"kind": "driver_kill", "at_s": 2}
 
 
 class RunDir:
@@ -87,12 +93,13 @@ class RunDir:
         return self
 
     def fault(self, effect: dict, *, inject_s=2.0, heal_s: float | None = 5.0, inject_error=None, heal_error=None,
-              n=0, kind="delete_records"):
+              n=0, kind="delete_records", index=0):
+        """Injection number `n` of the scenario's faults.<index>, as the nemesis records it."""
         with open(self.root / "faults.jsonl", "a") as f:
             for action, at, error in (("inject", inject_s, inject_error), ("heal", heal_s, heal_error)):
                 if at is None:
                     continue
-                row = {"t": T0 + at, "action": action, "kind": kind, "fault": n, "n": n, "scheduled_s": at,
+                row = {"t": T0 + at, "action": action, "kind": kind, "fault": index, "n": n, "scheduled_s": at,
                        "detail": {}, "effect": effect}
                 if error:
                     row["error"] = error
@@ -168,7 +175,7 @@ def declared_failure_run(tmp_path) -> RunDir:
 
 def test_expected_failure_passes_only_when_the_query_failed_with_it(tmp_path):
     declared_failure_run(tmp_path)
-    result = judge(scenario(6), tmp_path, failed_with(DATA_LOSS))
+    result = judge(scenario(6, [DELETE]), tmp_path, failed_with(DATA_LOSS))
     checks = checks_of(result)
     assert result.verdict == "pass", checks
     assert checks["expected_failure"]["ok"] and checks["drained"]["ok"]
@@ -179,7 +186,7 @@ def test_expected_failure_passes_only_when_the_query_failed_with_it(tmp_path):
 
 def test_expected_failure_fails_when_the_query_did_not_fail(tmp_path):
     declared_failure_run(tmp_path)
-    result = judge(scenario(6), tmp_path, drained())
+    result = judge(scenario(6, [DELETE]), tmp_path, drained())
     checks = checks_of(result)
     assert not checks["expected_failure"]["ok"] and "did not fail" in checks["expected_failure"]["detail"]
     # the query ran on: nothing is excused as unread, the undelivered events are lost
@@ -190,7 +197,7 @@ def test_expected_failure_fails_when_the_query_did_not_fail(tmp_path):
 def test_expected_failure_fails_when_the_query_failed_with_another_error(tmp_path):
     declared_failure_run(tmp_path)
     other = "[STREAM_FAILED] Query terminated with exception: java.lang.OutOfMemoryError: Java heap space"
-    result = judge(scenario(6), tmp_path, failed_with(other))
+    result = judge(scenario(6, [DELETE]), tmp_path, failed_with(other))
     checks = checks_of(result)
     assert not checks["expected_failure"]["ok"] and "STREAM_FAILED" in checks["expected_failure"]["detail"]
     assert result.counts.unread == 0 and result.counts.lost == 3 and not checks["no_loss"]["ok"]
@@ -219,7 +226,7 @@ def test_faults_applied_fails_on_a_fault_that_did_not_apply(tmp_path, how):
     else:
         run.fault({})
         state["fault_errors"] = ["fault schedule not done 120s after the traffic; the rest was skipped"]
-    result = judge(scenario(6), tmp_path, state)
+    result = judge(scenario(6, [DELETE]), tmp_path, state)
     check = checks_of(result)["faults_applied"]
     assert not check["ok"] and result.verdict == "fail"
     assert {"inject_error": "broker unreachable", "heal_error": "could not restart broker 2",
@@ -228,8 +235,45 @@ def test_faults_applied_fails_on_a_fault_that_did_not_apply(tmp_path, how):
 
 def test_faults_applied_passes_when_every_fault_applied_and_healed(tmp_path):
     RunDir(tmp_path).acks(clean()).sink_batch([e[:3] for e in clean()]).fault({}, n=0).fault({}, n=1)
-    result = judge(scenario(6), tmp_path, drained())
+    result = judge(scenario(6, [{**DELETE, "every_s": 3, "count": 2}]), tmp_path, drained())
     assert checks_of(result)["faults_applied"]["ok"] and result.verdict == "pass"
+
+
+def test_faults_applied_fails_on_a_planned_injection_that_never_came(tmp_path):
+    """delete_records at 2 s, every 3 s, 3 times: injections #0, #1 and #2 due at 2, 5 and 8 s; #2 never came."""
+    RunDir(tmp_path).acks(clean()).sink_batch([e[:3] for e in clean()]).fault({}, n=0).fault({}, n=1)
+    result = judge(scenario(6, [{**DELETE, "every_s": 3, "count": 3}]), tmp_path, drained())
+    check = checks_of(result)["faults_applied"]
+    assert check["ok"] is False and result.verdict == "fail"
+    assert "1 of 3 planned injections never came: delete_records #2 (faults.0, due at 8 s)" in check["detail"]
+
+
+def test_faults_applied_fails_when_declared_faults_recorded_no_injection(tmp_path):
+    """No faults.jsonl at all (the nemesis never ran): a scenario that declares a fault cannot pass without it."""
+    RunDir(tmp_path).acks(clean()).sink_batch([e[:3] for e in clean()])
+    result = judge(scenario(6, [DRIVER_KILL]), tmp_path, drained())
+    check = checks_of(result)["faults_applied"]
+    assert check["ok"] is False and check["status"] == "fail" and result.verdict == "fail"
+    assert "none was recorded" in check["detail"] and "driver_kill #0 (faults.0, due at 2 s)" in check["detail"]
+    # without faults declared and none recorded there is nothing to judge
+    assert "faults_applied" not in checks_of(judge(scenario(6), tmp_path, drained()))
+
+
+def test_faults_applied_says_a_run_stopped_early_missed_its_later_injections(tmp_path):
+    RunDir(tmp_path).acks(clean()).sink_batch([e[:3] for e in clean()]).fault({}, n=0)
+    reason = "stopped early (soak.fail_fast): live check no_loss"
+    result = judge(scenario(6, [{**DELETE, "every_s": 3, "count": 2}]), tmp_path, drained(stopped_early=reason))
+    check = checks_of(result)["faults_applied"]
+    assert check["ok"] is False and result.verdict == "fail"
+    assert "delete_records #1 (faults.0, due at 5 s)" in check["detail"]
+    assert f"the traffic was stopped before they were due: {reason}" in check["detail"]
+
+
+def test_faults_applied_fails_on_an_injection_the_scenario_did_not_plan(tmp_path):
+    RunDir(tmp_path).acks(clean()).sink_batch([e[:3] for e in clean()]).fault({}, n=0).fault({}, n=1)
+    check = checks_of(judge(scenario(6, [DELETE]), tmp_path, drained()))["faults_applied"]
+    assert check["ok"] is False
+    assert "delete_records #1 (faults.0) recorded but not in the scenario's plan" in check["detail"]
 
 
 # -- query_recovered: a fault that takes the query down allows it a start's time ------------------------------------
@@ -257,14 +301,15 @@ def with_start_timeout(s: Scenario, seconds: float) -> Scenario:
 
 def test_a_query_back_within_a_start_passes_query_recovered(tmp_path):
     down_run(tmp_path, 21.5, 22.5)
-    check = checks_of(judge(with_start_timeout(scenario(6), 30.0), tmp_path, drained()))["query_recovered"]
+    result = judge(with_start_timeout(scenario(6, [DRIVER_KILL]), 30.0), tmp_path, drained())
+    check = checks_of(result)["query_recovered"]
     assert check["ok"] and check["status"] == "pass" and "19.5 s after (allowed 30 s)" in check["detail"]
     assert check["value"] == pytest.approx(19.5, abs=0.01) and check["limit"] == 30.0
 
 
 def test_a_query_back_later_than_a_start_fails_query_recovered(tmp_path):
     down_run(tmp_path, 40.0)
-    result = judge(with_start_timeout(scenario(6), 30.0), tmp_path, drained())
+    result = judge(with_start_timeout(scenario(6, [DRIVER_KILL]), 30.0), tmp_path, drained())
     check = checks_of(result)["query_recovered"]
     assert check["ok"] is False and "too late: driver_kill #0 after 38.0 s" in check["detail"]
     assert result.verdict == "fail"
@@ -272,19 +317,20 @@ def test_a_query_back_later_than_a_start_fails_query_recovered(tmp_path):
 
 def test_a_query_that_never_ran_a_batch_again_fails_query_recovered(tmp_path):
     down_run(tmp_path)
-    check = checks_of(judge(scenario(6), tmp_path, drained()))["query_recovered"]
+    check = checks_of(judge(scenario(6, [DRIVER_KILL]), tmp_path, drained()))["query_recovered"]
     assert check["ok"] is False and "driver_kill #0 never" in check["detail"]
 
 
 def test_query_recovered_is_not_required_after_a_declared_failure_and_absent_without_such_a_fault(tmp_path):
     run = down_run(tmp_path / "a")
-    run.fault({"failure": "KAFKA_DATA_LOSS"}, n=1)
+    run.fault({"failure": "KAFKA_DATA_LOSS"}, index=1)
     run.committed(0, {0: 3, 1: 3})
-    check = checks_of(judge(scenario(6), tmp_path / "a", failed_with(DATA_LOSS)))["query_recovered"]
+    result = judge(scenario(6, [DRIVER_KILL, DELETE]), tmp_path / "a", failed_with(DATA_LOSS))
+    check = checks_of(result)["query_recovered"]
     # the scenario declared that the query stops for good: recovering is not asked of it (and cannot be)
     assert check["ok"] is None and check["status"] == "not required"
     RunDir(tmp_path / "b").acks(clean()).sink_batch([e[:3] for e in clean()]).fault({})
-    assert "query_recovered" not in checks_of(judge(scenario(6), tmp_path / "b", drained()))
+    assert "query_recovered" not in checks_of(judge(scenario(6, [DELETE]), tmp_path / "b", drained()))
 
 
 # -- declared loss and failed sends ----------------------------------------------------------------------------------
@@ -295,8 +341,8 @@ def test_expected_loss_is_limited_to_its_generation(tmp_path):
     gen2 = [(2, 0, 0, T0 + 7, ""), (3, 0, 1, T0 + 7, ""), (4, 0, 2, T0 + 7, "")]
     run = RunDir(tmp_path).acks(gen1 + gen2).sink_batch([(4, 0, 2)])
     run.fault({"loss": [{"partition": 0, "start": 0, "end": 3, "acked_before_ms": (T0 + 5) * 1000.0}],
-               "new_generation_ms": (T0 + 5) * 1000.0}, kind="topic_recreate")
-    result = judge(scenario(5), tmp_path, drained())
+               "new_generation_ms": (T0 + 5) * 1000.0}, kind="topic_delete")
+    result = judge(scenario(5, [{"kind": "topic_delete", "at_s": 2, "recreate": True}]), tmp_path, drained())
     c = result.counts
     assert (c.expected_lost, c.lost, c.delivered_unique) == (2, 2, 1)
     assert result.expected_lost_by_partition == {"0": 2} and result.lost_by_partition == {"0": 2}
@@ -309,14 +355,15 @@ def test_failed_sends_pass_only_inside_a_declared_window(tmp_path):
     inside = [(6, 0, -1, T0 + 3, "_MSG_TIMED_OUT")]
     before = [(7, 1, -1, T0 + 1, "_MSG_TIMED_OUT")]
     run = RunDir(tmp_path).acks(clean() + inside).sink_batch([e[:3] for e in clean()])
-    run.fault({"send_failures": True}, kind="broker_kill")
-    result = judge(scenario(7), tmp_path, drained())
+    run.fault({"send_failures": True}, kind="broker")
+    broker_down = [{"kind": "broker", "mode": "kill", "at_s": 2, "duration_s": 3}]
+    result = judge(scenario(7, broker_down, nodes=3), tmp_path, drained())
     checks = checks_of(result)
     assert checks["acked"]["ok"] and result.counts.failed_expected == 1 and result.verdict == "pass", checks
 
     (tmp_path / "producers" / "acks-0.csv").unlink()
     run.acks(clean() + inside + before)
-    result = judge(scenario(8), tmp_path, drained())
+    result = judge(scenario(8, broker_down, nodes=3), tmp_path, drained())
     checks = checks_of(result)
     assert (result.counts.failed, result.counts.failed_expected) == (2, 1)
     assert not checks["acked"]["ok"] and result.verdict == "fail"

@@ -110,7 +110,8 @@ class KafkaSender:
 
     @classmethod
     def from_job(cls, job: dict, acks: AckWriter, stats: SecondStats) -> "KafkaSender":
-        return cls(job["stream"], job["settings"], acks, stats, poll_thread=True)
+        import os  # FP-EXPERIMENT
+        return cls(job["stream"], job["settings"], acks, stats, poll_thread=not os.environ.get("FP_NO_POLL_THREAD"))
 
     def connect(self, timeout_s: float) -> None:
         """Before the traffic (producers.process.connect): the broker connected and the topic's metadata in the

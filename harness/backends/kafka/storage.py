@@ -51,12 +51,17 @@ def meta_properties(cluster_id: str, node_id: int, dir_id: str) -> str:
     return f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={dir_id}\n"
 
 
+def is_kept(template: Path) -> bool:
+    """Whether the tool's output is kept in `template` (else the next node's start runs the tool)."""
+    kept = template / BOOTSTRAP
+    return kept.is_file() and kept.stat().st_size > 0
+
+
 def from_template(template: Path, data_dir: Path, cluster_id: str, node_id: int) -> bool:
     """`data_dir` formatted from the kept output; False when there is none yet."""
-    kept = template / BOOTSTRAP
-    if not kept.is_file() or kept.stat().st_size == 0:
+    if not is_kept(template):
         return False
-    shutil.copyfile(kept, data_dir / BOOTSTRAP)
+    shutil.copyfile(template / BOOTSTRAP, data_dir / BOOTSTRAP)
     (data_dir / META).write_text(meta_properties(cluster_id, node_id, directory_id()), encoding="utf-8")
     return True
 
