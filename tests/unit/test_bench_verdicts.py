@@ -1,7 +1,7 @@
 """`harness bench verdicts` (harness.bench.verdicts, verdict_row, agreement, busy) without a real run: rows read
 from synthetic result.json files, the agreement lines and the goal, the table, and the command's own machinery
 (modes in turn, the busy process, the cold mode's deletions, Ctrl-C) with a stand-in for `harness run`. Every
-expected string is written out by hand. A real run: tests/integration/test_bench_verdicts.py."""
+expected string is written out by hand. A real run: tests/integration/test_bench_verdicts_end_to_end.py."""
 from __future__ import annotations
 
 import io

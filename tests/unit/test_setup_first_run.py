@@ -1,7 +1,7 @@
 """`harness setup`'s second half (harness.commands.setup): it names what a first `steady` run would make and is
 missing, looks for each where the run's own code will (the driver's archive where the runner's query process
 asks for it), and starts nothing when everything is in place. The JVMs themselves: tests/integration/
-test_setup_first_run.py."""
+test_setup_makes_the_archives.py."""
 from __future__ import annotations
 
 import uuid
