@@ -94,9 +94,9 @@ class ProducersSpec(Strict):
         "loss and duplicates but kept out of latency and throughput; faults are timed from the measured window. "
         "With warmup_until = \"caught_up\" the least warm-up (it goes on until the query has caught up)"))
     warmup_until: Literal["caught_up", "fixed"] | None = Field(None, description=(
-        "when the warm-up ends: \"caught_up\" once the query has caught up with its own start (its lag back within "
-        "the band sustained judges, for two batch cadences after a batch with data; harness.analysis.warmup), at "
-        "most warmup_max_s; \"fixed\" after warmup_s. Default: caught_up when the query runs during the traffic "
+        "when the warm-up ends: \"caught_up\" once the query has caught up with its own start (after a batch with "
+        "data, its lag back within the band sustained judges for two batch cadences, or no longer falling; "
+        "harness.analysis.warmup), at most warmup_max_s; \"fixed\" after warmup_s. Default: caught_up when the query runs during the traffic "
         "with a processing-time or real-time trigger and keeping up is judged; fixed otherwise (a backlog scenario, "
         "availableNow/once, producers on other machines)"))
     warmup_max_s: float = Field(120.0, gt=0, le=3600, description=(

@@ -95,3 +95,16 @@ def test_moving_the_warm_ups_end_ahead_of_time_keeps_the_events_taken():
     rest = pacer.due(31.0, 100_000)
     # from 20 s: 1 s more at 100/s, then the ramp's first 10 s: 100 + (100 + 300) / 2 x 10 = 2,100 events
     assert len(rest) == 2100 and rest[0] > first[-1]
+
+
+def test_a_query_that_keeps_up_a_few_seconds_behind_has_caught_up_once_its_lag_stops_falling():
+    # every batch starts each second s, reads up to (s - 2) x 1,000 and commits at s + 0.5: the lag at a whole
+    # second is 3,000 (2 s behind plus the second since the last commit), over the 2,000 band, and flat
+    progress = [batch(T0 + 5.0, 1500, 3000)] + [batch(T0 + s, 500, int(RATE * (s - 2))) for s in range(7, 60)]
+    # 9 s after the first commit (6.5 s): under the 10 s window (5 cadences of 1 s, at least 10 s) of a flat lag
+    assert call(samples(T0 + 15.5), progress, T0 + 15.5) is None
+    end = call(samples(T0 + 17.0), progress, T0 + 17.0)
+    assert end is not None and end.ended == "caught_up" and end.lag == 3000 and end.band == BAND
+    # the 11 samples from 7 to 17 s: 4,000 at 7 s (the first commit's backlog), 3,000 after: least squares
+    # slope = (7 - 12) x 4,000 + 3,000 x 5 over 110 = -45.5 events/s, within 5% of 1,000 either way
+    assert "its lag stopped falling, -45 ± " in end.reason and "over the last 10 s" in end.reason
