@@ -101,10 +101,19 @@ def test_a_query_that_keeps_up_a_few_seconds_behind_has_caught_up_once_its_lag_s
     # every batch starts each second s, reads up to (s - 2) x 1,000 and commits at s + 0.5: the lag at a whole
     # second is 3,000 (2 s behind plus the second since the last commit), over the 2,000 band, and flat
     progress = [batch(T0 + 5.0, 1500, 3000)] + [batch(T0 + s, 500, int(RATE * (s - 2))) for s in range(7, 60)]
-    # 9 s after the first commit (6.5 s): under the 10 s window (5 cadences of 1 s, at least 10 s) of a flat lag
-    assert call(samples(T0 + 15.5), progress, T0 + 15.5) is None
-    end = call(samples(T0 + 17.0), progress, T0 + 17.0)
+    # 19 s after the first commit (6.5 s): under the 20 s window (10 cadences of 1 s, at least 20 s)
+    assert call(samples(T0 + 25.5), progress, T0 + 25.5) is None
+    end = call(samples(T0 + 27.0), progress, T0 + 27.0)
     assert end is not None and end.ended == "caught_up" and end.lag == 3000 and end.band == BAND
-    # the 11 samples from 7 to 17 s: 4,000 at 7 s (the first commit's backlog), 3,000 after: least squares
-    # slope = (7 - 12) x 4,000 + 3,000 x 5 over 110 = -45.5 events/s, within 5% of 1,000 either way
-    assert "its lag stopped falling, -45 ± " in end.reason and "over the last 10 s" in end.reason
+    # the 21 samples from 7 to 27 s: 4,000 at 7 s (the first commit's backlog), 3,000 after: least squares
+    # slope = (7 - 17) x 4,000 + 3,000 x 10 over 770 = -13 events/s; within 5% of 1,000 with its error
+    assert "its lag stopped falling, -13 ± " in end.reason and "over the last 20 s" in end.reason
+
+
+def test_a_noisy_lag_that_merely_cannot_show_a_fall_is_not_caught_up():
+    # batches every 2 s on a 1 s trigger's cadence floor: lag samples alternate 1,000 and 5,000 behind (a 4,000
+    # sawtooth) around a flat level over a 2,000 band: the fit's error, 2 x SE, is far over 50 events/s
+    progress = [batch(T0 + 5.0, 1000, 0)] + [batch(T0 + s, 900, int(RATE * (s - 0.5) - (4000 if s % 4 else 0)))
+                                              for s in range(6, 60, 2)]
+    end = call(samples(T0 + 30.0), progress, T0 + 30.0)
+    assert end is None or end.ended != "caught_up", end
