@@ -13,14 +13,14 @@ offsets, lag.jsonl, and the query's progress.jsonl):
   cadences (at least HOLD_SAMPLES of them, all after that commit) is within the band `sustained` judges the end
   lag by (band_intervals x the offered rate x the cadence: LAG_END_INTERVALS), or the lag has stopped falling:
   over the last FLAT_CADENCES cadences (at least FLAT_MIN_S, after that commit, with GROWTH_MIN_COMMITS commits)
-  its least-squares slope is within FLAT_FRACTION of the rate either way, its uncertainty (Z standard errors)
+  its least-squares slope is within TREND_FRACTION of the rate either way, its uncertainty (Z standard errors)
   included (a noisy fit that merely cannot show a fall is not a level). The second is a query that keeps up a few seconds behind (Event Hubs' Kafka endpoint at 1,000
   events/s sat 2-4 s behind, above a 2 s band, for two minutes): its start-up backlog is gone, what remains is its
   latency, which `sustained` does not judge either;
 - **not_catching_up**: GROWTH_CADENCES cadences (at least GROWTH_MIN_S) after the first batch with data, with
-  GROWTH_MIN_COMMITS commits in them, the lag is above the band and its least-squares slope over them is positive
-  even at the low end of its uncertainty (slope - Z standard errors): the query falls further behind, waiting on
-  is pointless (an overloaded query would otherwise hold every run to warmup_max_s);
+  GROWTH_MIN_COMMITS commits in them, the lag is above the band and its least-squares slope over them is above
+  TREND_FRACTION of the rate even at the low end of its uncertainty (slope - Z standard errors: `sustained`'s own
+  rule for growth): the query falls further behind, waiting on is pointless (an overloaded query would otherwise hold every run to warmup_max_s);
 - **max**: warmup_max_s passed without either.
 The first is the only one after which keeping up can pass (harness.checkers.sustained says so for the others).
 The cadence is the trigger interval, or the recent batches' median duration when they overrun it, at least 1 s
@@ -43,7 +43,7 @@ GROWTH_MIN_S = 15.0
 GROWTH_MIN_COMMITS = 3
 FLAT_CADENCES = 10.0
 FLAT_MIN_S = 20.0  # a 1 s sawtooth's fit is within 5% of the rate over about 20 samples, not 10
-FLAT_FRACTION = 0.05  # sustained's LAG_GROWTH_FRACTION: a slope within it either way is a level, not a trend
+TREND_FRACTION = 0.05  # sustained's LAG_GROWTH_FRACTION: a slope within it either way is a level, not a trend
 RECENT_BATCHES = 5  # the cadence from the median of the last few batches with data
 Z = 2.0
 ENDINGS = ("caught_up", "not_catching_up", "max")
@@ -96,18 +96,19 @@ def decide(lag_samples: list[dict], progress: list[dict], *, start: float, now: 
         recent = [(t, v) for t, v in series if t >= now - flat]
         trend = fit(recent) if now - first_data >= flat else None
         if (trend and sum(1 for t, _ in commits if t >= now - flat) >= GROWTH_MIN_COMMITS
-                and abs(trend["slope"]) + Z * trend["se"] <= FLAT_FRACTION * rate_eps):
+                and abs(trend["slope"]) + Z * trend["se"] <= TREND_FRACTION * rate_eps):
             return WarmupEnd("caught_up", now, f"the query caught up with its start {elapsed:.1f} s after the "
                              f"traffic began: its lag stopped falling, {trend['slope']:+,.0f} ± "
                              f"{Z * trend['se']:,.0f} events/s over the last {flat:.0f} s (within "
-                             f"{100 * FLAT_FRACTION:g}% of {rate_eps:,.0f} events/s), {last:,.0f} events behind",
+                             f"{100 * TREND_FRACTION:g}% of {rate_eps:,.0f} events/s), {last:,.0f} events behind",
                              **figures)
         window = max(GROWTH_MIN_S, GROWTH_CADENCES * cadence)
         if now - first_data >= window:
             recent = [(t, v) for t, v in series if t >= now - window]
             trend = fit(recent)
             if (trend and sum(1 for t, _ in commits if t >= now - window) >= GROWTH_MIN_COMMITS
-                    and trend["slope"] - Z * trend["se"] > 0 and last is not None and last > band):
+                    and trend["slope"] - Z * trend["se"] > TREND_FRACTION * rate_eps
+                    and last is not None and last > band):
                 return WarmupEnd("not_catching_up", now, f"the query was not catching up with its start: over the "
                                  f"{window:.0f} s to {elapsed:.1f} s after the traffic began its lag grew "
                                  f"{trend['slope']:,.0f} ± {Z * trend['se']:,.0f} events/s, to {last:,.0f} events "
