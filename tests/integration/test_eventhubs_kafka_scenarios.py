@@ -28,6 +28,7 @@ def secret_values(run_dir) -> set[bytes]:
     return found
 
 
+@pytest.mark.slow  # `make test-slow`: `make test` has Apache Kafka's own Java clients on the endpoint (tests/emulator)
 def test_ehk_steady_reads_every_event_once_through_the_kafka_endpoint(harness_env, tmp_path):
     """The real clients on both sides: what librdkafka's acks say (partition, offset) is where Spark's Kafka
     source found each event, and the drain reached the ends the SDK reads over AMQP (offsets = sequence numbers)."""

@@ -15,6 +15,7 @@ def checks(result: dict) -> dict:
     return {c["name"]: c for c in result["checks"]}
 
 
+@pytest.mark.slow  # `make test-slow`: the source reports aged-out ranges exactly in test_eventhubs_source (make test)
 def test_aged_out_events_are_skipped_and_reported_exactly(harness_env, tmp_path):
     """failOnDataLoss=false: the source skips what the emulator aged out, reports exactly those ranges, and every
     other acked event arrives once, at the sequence number the service gave it."""

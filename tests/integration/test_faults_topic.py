@@ -104,7 +104,8 @@ def no_duplicates_in_sink(out) -> bool:
     return not sink.duplicated(["producer", "seq"]).any()
 
 
-# -- ageout: DeleteRecords (default suite, shortened) ----------------------------------------------------------------
+# -- ageout: DeleteRecords ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # `make test-slow`: the broker side is test_retention_fault_ages_records_out_and_restores_the_topic
 def test_ageout_fails_with_data_loss_and_the_loss_is_what_the_broker_removed(harness_env, tmp_path):
     out = tmp_path / "ageout"
     result, proc = run_scenario("ageout", out, harness_env, "producers.duration_s=15")

@@ -50,14 +50,15 @@ def test_steady_sustains_its_load_and_reports_its_start_up_apart(steady_run):
 
 
 def test_a_rate_above_what_the_query_sustains_fails_sustained_with_the_lag_slope(harness_env, tmp_path):
-    """steady at 6,000 events/s with the query held to 3,000 a 1 s trigger (maxOffsetsPerTrigger): its batches are
-    quick, and it falls further behind every second. (Unlimited, Spark here grows its batches instead: at 25,000
+    """steady at 6,000 events/s with the query held to 4,500 a 1 s trigger (maxOffsetsPerTrigger): its batches are
+    quick, and it falls further behind every second (1,500 events/s: a quarter of the rate, yet a backlog the end's
+    drain reads in about 20 s). (Unlimited, Spark here grows its batches instead: at 25,000
     and at 80,000 events/s it processed 36,000 and 111,000 rows/s in batches of 1.7 s and 7 s, which
     headroom reports; a lag slope needs a window of several such batches.)"""
     # judged however busy the shared machine is (a busy one would set the failing `sustained` aside, unjudged:
     # tests/unit/test_unjudged.py): this test is about the check failing, not about the machine
     proc, result = run(harness_env, tmp_path / "run", "steady", "producers.rate.eps=6000", "producers.duration_s=25",
-                       "spark.source_options.maxOffsetsPerTrigger=3000", "checks.max_busy_share=1", timeout=900)
+                       "spark.source_options.maxOffsetsPerTrigger=4500", "checks.max_busy_share=1", timeout=900)
     sustained = check(result, "sustained")
     assert result["verdict"] == "fail" and proc.returncode == 1 and sustained["status"] == "fail", sustained
     criteria = {c["name"]: c for c in sustained["criteria"]}
@@ -67,10 +68,10 @@ def test_a_rate_above_what_the_query_sustains_fails_sustained_with_the_lag_slope
     assert sustained["detail"].startswith("did not catch up: warm-up: the query was not catching up with its start")
     assert lag["status"] == "fail" and "measured window: lag_growth: lag grew" in sustained["detail"]
     offered = result["sustain"]["offered_eps"]
-    # at least offered - cap (3,000/s; less only by the fit's noise), at most what arrives (a batch slower than
+    # at least offered - cap (1,500/s; less only by the fit's noise), at most what arrives (a batch slower than
     # its 1 s trigger on a loaded machine reads less than the cap, so the slope lies anywhere between)
-    assert lag["value"] - 2 * lag["slope_se_eps"] > 0.05 * offered and 2000 < lag["value"] < 1.1 * offered
-    assert criteria["processed_rate"]["status"] == "fail" and criteria["processed_rate"]["value"] < 0.6 * offered
+    assert lag["value"] - 2 * lag["slope_se_eps"] > 0.05 * offered and 1000 < lag["value"] < 1.1 * offered
+    assert criteria["processed_rate"]["status"] == "fail" and criteria["processed_rate"]["value"] < 0.8 * offered
     # nothing else is wrong: the query was slow, not lossy
     assert result["counts"]["lost"] == result["counts"]["duplicates"] == 0
     assert [c["name"] for c in result["checks"] if c["status"] == "fail"] == ["sustained"]

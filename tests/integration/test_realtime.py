@@ -42,11 +42,12 @@ def batches(out) -> list[dict]:
 
 
 def test_rtm_steady_records_leave_while_their_batch_still_reads(harness_env, tmp_path):
-    """rtm-steady, 20 s of traffic (the shipped 40 s is what judges `sustained`: 20 s leaves too few 5 s batches
-    in the steady window, so that check may be unknown here; every accounting check must pass)."""
+    """rtm-steady, 20 s of traffic after a fixed 5 s warm-up (the shipped 40 s after the query caught up is what
+    judges `sustained`: here that check may fail or be unknown, exit 1 or 3; every accounting check must pass)."""
     out = tmp_path / "rtm"
-    proc, result = run(harness_env, out, "rtm-steady", "producers.duration_s=20")
-    assert proc.returncode in (0, 1), proc.stdout[-5000:] + proc.stderr[-3000:]
+    proc, result = run(harness_env, out, "rtm-steady", "producers.duration_s=20", 'producers.warmup_until="fixed"',
+                       "producers.warmup_s=5")
+    assert proc.returncode in (0, 1, 3), proc.stdout[-5000:] + proc.stderr[-3000:]
     checks = {c["name"]: c for c in result["checks"]}
     for name in ("drained", "no_loss", "no_duplicates", "offsets_match", "no_unacked_deliveries", "acked"):
         assert checks[name]["status"] == "pass", checks[name]
