@@ -21,11 +21,18 @@ def _records(path: Path) -> tuple[list[dict], list[int], int]:
         data = path.read_bytes()
     except FileNotFoundError:
         return [], [], 0
-    out, bad = [], []
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    for n, raw in enumerate(lines, 1):
+    out, bad = _parse(lines)
+    return out, bad, len(lines)
+
+
+def _parse(lines: list[bytes], first: int = 1) -> tuple[list[dict], list[int]]:
+    """(the JSON-object lines, the numbers of those that are not one, counting from `first`); blank lines are
+    neither."""
+    out, bad = [], []
+    for n, raw in enumerate(lines, first):
         if not raw.strip():
             continue
         try:
@@ -37,7 +44,34 @@ def _records(path: Path) -> tuple[list[dict], list[int], int]:
             out.append(rec)
         else:
             bad.append(n)
-    return out, bad, len(lines)
+    return out, bad
+
+
+class JsonlTail:
+    """The records of a file still being appended to (progress.jsonl, lag.jsonl while the query runs), read on
+    from where the last `read` stopped: whole lines only, a line still being written waits for the next call.
+    A runner that looks once a second then parses each line once, where reading the file whole each time grew
+    with the run (a soak's hours of batches, parsed every second)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.records: list[dict] = []  # every record so far, in file order (read_jsonl's, once complete)
+        self._offset = self._lines = 0
+
+    def read(self) -> list[dict]:
+        """Every record so far (the same list, grown)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return self.records
+        end = data.rfind(b"\n") + 1
+        if end:
+            lines = data[:end].split(b"\n")[:-1]
+            self.records.extend(_parse(lines, self._lines + 1)[0])
+            self._offset, self._lines = self._offset + end, self._lines + len(lines)
+        return self.records
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -34,7 +34,7 @@ from harness.errors import InputError
 from harness.faults import FAULTS, fault_for
 from harness.effects import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
-from harness.jsonl import read_jsonl
+from harness.jsonl import JsonlTail
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
 from harness.runstate import RunState
@@ -317,7 +317,9 @@ def run_traffic(ctx: RunContext) -> None:
     if s.producers.warmup_s or fleet.adaptive_warmup:
         ctx.timeline.add("warmup_start", at=warm_start)
     # the measured window: faults are timed from here
-    ctx.traffic_start = warm_up(ctx, warm_start) if fleet.adaptive_warmup else warm_start + s.producers.warmup_s
+    progress = JsonlTail(ctx.run_dir / "progress.jsonl")  # read on by every tick's live line
+    ctx.traffic_start = (warm_up(ctx, warm_start, progress) if fleet.adaptive_warmup
+                         else warm_start + s.producers.warmup_s)
     ctx.timeline.add("traffic_start", at=ctx.traffic_start)
     ctx.state.traffic_start = ctx.traffic_start
     if s.soak is not None:
@@ -333,7 +335,7 @@ def run_traffic(ctx: RunContext) -> None:
     with ctx.console.progress("traffic", duration) as bar:
         def tick():
             _watch_run(ctx)
-            bar.update(min(duration, max(0.0, time.time() - ctx.traffic_start)), _live_line(ctx))
+            bar.update(min(duration, max(0.0, time.time() - ctx.traffic_start)), _live_line(ctx, progress))
         try:
             fleet.wait(max(0.0, ctx.traffic_start - time.time()) + duration + 120.0, tick)
         except StoppedEarly as exc:  # the traffic ends now; faults heal and the query drains as usual
@@ -352,16 +354,17 @@ MEASURE_LEAD_S = 1.0  # measure.json comes this long before the time it names: e
 WARMUP_DECIDE_EVERY_S = 1.0  # the lag is sampled about once a second
 
 
-def warm_up(ctx: RunContext, warm_start: float) -> float:
+def warm_up(ctx: RunContext, warm_start: float, progress: JsonlTail) -> float:
     """A caught_up warm-up (harness.analysis.warmup): the traffic flows at the rate's starting value until the
     query has caught up with its own start, at most producers.warmup_max_s; then the producers are told when the
     measured window starts (producers/measure.json, which also says how the warm-up ended, for the judge and the
-    report), and that is returned."""
+    report), and that is returned. `progress`: the query's progress.jsonl, read on (JsonlTail)."""
     s, fleet = ctx.scenario, ctx.fleet
     assert fleet is not None
     p, trigger = s.producers, s.spark.trigger
     rate = make_rate(p.rate).rate(0.0)
     interval_ms = float(spark_interval_ms(trigger.interval))
+    lag = JsonlTail(ctx.run_dir / "lag.jsonl")  # both read on each second, not whole
     end = None
     with ctx.console.progress(f"warm-up: until the query has caught up with its start (at most "
                               f"{p.warmup_max_s:g} s)", p.warmup_max_s) as bar:
@@ -370,10 +373,10 @@ def warm_up(ctx: RunContext, warm_start: float) -> float:
             if not fleet.running():
                 raise RuntimeError("the producers exited during the warm-up: " + "; ".join(fleet.failures()))
             now = time.time()
-            end = warmup.decide(read_jsonl(ctx.run_dir / "lag.jsonl"), read_jsonl(ctx.run_dir / "progress.jsonl"),
+            end = warmup.decide(lag.read(), progress.read(),
                                 start=warm_start, now=now, rate_eps=rate, trigger_interval_ms=interval_ms,
                                 band_intervals=LAG_END_INTERVALS, min_s=p.warmup_s, max_s=p.warmup_max_s)
-            bar.update(min(p.warmup_max_s, max(0.0, now - warm_start)), _live_line(ctx))
+            bar.update(min(p.warmup_max_s, max(0.0, now - warm_start)), _live_line(ctx, progress))
             if end is None:
                 time.sleep(WARMUP_DECIDE_EVERY_S)
     measure_at = time.time() + MEASURE_LEAD_S
@@ -392,10 +395,10 @@ def _watch_run(ctx: RunContext) -> None:
     _stop_if_failing(ctx)
 
 
-def _live_line(ctx: RunContext) -> str:
+def _live_line(ctx: RunContext, progress: JsonlTail) -> str:
     live = ctx.fleet.live() if ctx.fleet else {"sent": 0, "acked": 0, "failed": 0}
     return (f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
-            f"batches {_count_lines(ctx.run_dir / 'progress.jsonl')}" + _live_status(ctx))
+            f"batches {len(progress.read())}" + _live_status(ctx))
 
 
 def settle_faults(ctx: RunContext) -> None:
@@ -566,14 +569,6 @@ def _stop_if_failing(ctx: RunContext) -> None:
 def _declared_failure(ctx: RunContext, error: str) -> bool:
     declared = {Effect.from_dict(f.get("effect") or {}).failure for f in recorded_faults(ctx.run_dir)}
     return any(cls and cls in error for cls in declared)
-
-
-def _count_lines(path: Path) -> int:
-    try:
-        with open(path, "rb") as f:
-            return sum(1 for _ in f)
-    except OSError:
-        return 0
 
 
 def _producer_job(scenario: Scenario, backend: Backend) -> dict:

@@ -44,6 +44,8 @@ _POW10 = 10 ** np.arange(18, -1, -1, dtype=np.int64)  # 10^18 .. 10^0: digit wei
 _FOUR_DIGITS = np.frombuffer("".join(f"{i:04d}" for i in range(10000)).encode("ascii"), dtype=np.uint32)
 _SMALL_BATCH = 32  # up to this many events a batch is formatted in Python (numpy's fixed cost is higher)
 _MATRIX_BYTES = 16 << 20  # a batch is built as one (events x longest) matrix up to this size, else event by event
+_OFFSETS_DRAWN = 4096  # the text offsets of compressible content are drawn this many at a time (a draw's fixed cost
+# was a tenth of a small batch's)
 
 _TEXT = (
     "The quick brown fox jumps over the lazy dog while the stream processor keeps "
@@ -82,6 +84,8 @@ class PayloadSource:
         self._text_rows = np.empty(0, dtype=np.uint8)  # repeated text, for content rows (grown on demand)
         self._text_bytes: bytes | None = None  # the same text as bytes (small batches)
         self._text_table: np.ndarray | None = None  # (len(_TEXT), widest yet): the content row at each offset
+        self._offsets = np.empty(0, dtype=np.int64)  # text offsets drawn ahead (_text_offsets), from _offsets_at on
+        self._offsets_at = 0
         h = spec.headers
         self._fixed_headers = [(k, v.encode("utf-8")) for k, v in h.fixed.items()]
         self._n_random_headers = h.random
@@ -213,7 +217,7 @@ class PayloadSource:
             text = self._text_rows.tobytes() if self._text_bytes is None or len(self._text_bytes) != self._text_rows.size \
                 else self._text_bytes
             self._text_bytes = text
-            rows = [text[o : o + width] for o in self._rng.integers(0, len(_TEXT), size=n).tolist()]
+            rows = [text[o : o + width] for o in self._text_offsets(n).tolist()]
         values = [h + row[len(h) : length - 2] + _TAIL for h, row, length in zip(heads, rows, lengths)]
         return values, sum(lengths)
 
@@ -227,7 +231,18 @@ class PayloadSource:
             self._text_rows = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
         if self._text_table is None or self._text_table.shape[1] < width:  # the row at every text offset
             self._text_table = np.lib.stride_tricks.sliding_window_view(self._text_rows, width)[: len(_TEXT)].copy()
-        return self._text_table[:, :width].take(self._rng.integers(0, len(_TEXT), size=n), axis=0)
+        return self._text_table[:, :width].take(self._text_offsets(n), axis=0)
+
+    def _text_offsets(self, n: int) -> np.ndarray:
+        """The offsets into the text of the next n compressible rows, uniform over one sentence, from draws made
+        _OFFSETS_DRAWN at a time (every path takes them from here, so the paths stay in step)."""
+        if self._offsets_at + n > len(self._offsets):
+            rest = self._offsets[self._offsets_at :]
+            drawn = self._rng.integers(0, len(_TEXT), size=max(n, _OFFSETS_DRAWN), dtype=np.int64)
+            self._offsets, self._offsets_at = np.concatenate([rest, drawn]), 0
+        out = self._offsets[self._offsets_at : self._offsets_at + n]
+        self._offsets_at += n
+        return out
 
     def _events_one_by_one(self, heads: list, lengths: np.ndarray) -> list[bytes]:
         """Large payloads: each event is its head, a pad and the tail (the pad copy dominates, not Python)."""
@@ -243,7 +258,7 @@ class PayloadSource:
         text = self._text.encode("ascii")
         if max(pads) + len(_TEXT) > len(text):
             text = _TEXT.encode("ascii") * (max(pads) // len(_TEXT) + 2)
-        offsets = self._rng.integers(0, len(_TEXT), size=n).tolist()
+        offsets = self._text_offsets(n).tolist()
         return [h + text[o : o + p] + _TAIL for h, o, p in zip(head_bytes, offsets, pads)]
 
 

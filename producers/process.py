@@ -3,12 +3,16 @@
 The runner starts `processes` of these (`python -m producers.process JOB INDEX`), each with 1/N of the rate.
 All users of a process share one token pacer, so the achieved rate follows the rate function exactly whatever
 the number of users; one greenlet services the sender (the Kafka sender's reports arrive on a thread of its own).
-Locust's request events carry one entry per batch, so its own stats and hooks work as usual.
+Locust's request events carry one entry per second of sending (its events, the time their sends took), so its own
+stats and hooks work as usual.
 
 A user wakes when a whole batch is due or the first event due has waited `batch_wait_s` (the scenario's
 producers.batch_wait_ms), never per event: at a moderate rate a wake-up per event cost the process ~40x the CPU
 of the event itself (120 us an event at 3,000/s against 2.4 flat out), CPU taken from the system under test on a
-shared machine. Intended times stay exact (latency is measured from them, the wait included).
+shared machine. Intended times stay exact (latency is measured from them, the wait included). What a wake-up does
+is kept small: between two batches the system under test runs and leaves the caches cold, so each distinct step
+costs tens of microseconds whatever its size (a batch's intended times, keys and encoded values are prepared a
+quarter of a second ahead, in bulk: producers.ahead).
 
 A process sends in sequence order: taking a batch's sequence numbers and handing its events to the client is one
 step under a lock. Without it, a user that yields on a full client queue lets another user send later sequence
@@ -41,6 +45,7 @@ from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
 from harness import atomic  # noqa: E402
+from producers.ahead import EventsAhead  # noqa: E402
 from producers.fleet import MEASURE_FILE, MEASURE_POLL_S  # noqa: E402
 from producers.keys import make_key_chooser  # noqa: E402
 from producers.pacer import TokenPacer  # noqa: E402
@@ -55,6 +60,7 @@ from pydantic import TypeAdapter  # noqa: E402
 
 BATCH_WAIT_S = 0.05  # the scenario's producers.batch_wait_ms, for a job that does not say
 GO_POLL_S = 0.02  # a prepared process looks for the runner's go this often
+REQUEST_EVERY_S = 1.0  # locust's request events: one per second of sending (PacedProducer)
 CONNECT_TIMEOUT_S = 5.0  # a prepared process's client connecting and fetching the stream's metadata, at most
 
 
@@ -96,6 +102,7 @@ class Shared:
         self.keys = make_key_chooser(TypeAdapter(KeysSpec).validate_python(job["keys"]), job["partitions"], seed,
                                      backend=job.get("placement") or job["backend"])
         self.payloads = PayloadSource(TypeAdapter(PayloadSpec).validate_python(job["payload"]), seed)
+        self.ahead = EventsAhead(index, self.keys, self.payloads)
         self.acks = AckWriter(out / f"acks-{index}.arrows", index)
         self.stats = SecondStats(out / f"stats-{index}.jsonl")
         self.sender = make_sender(job, self.acks, self.stats)
@@ -138,18 +145,18 @@ class Shared:
             return self._send_due()
 
     def _send_due(self) -> int:
-        """One batch, built in bulk (numpy) and handed to the client in one call: the only per-event Python
-        work left is the client's own produce() calls."""
+        """One batch, its events prepared ahead in bulk (producers.ahead) and handed to the client in one call:
+        the only per-event Python work left is the client's own produce() calls."""
         now = time.time()
-        due = self.pacer.due_array(min(now, self.end - 1e-9), self.batch_size)
+        first, due = self.pacer.take(min(now, self.end - 1e-9), self.batch_size)
         n = len(due)
         if not n:
             return 0
         self.stats.on_due(n, now)
-        keys, partitions = self.keys.next_columns(n)  # partitions None: the client (or the service) places keys
         seq0 = self.seq
         self.seq += n
-        values, nbytes = self.payloads.events(self.index, seq0, due, self.payloads.next_sizes_array(n))
+        # partitions None: the client (or the service) places keys
+        values, keys, partitions, nbytes = self.ahead.batch(first, seq0, due, self.pacer.ahead())
         headers = self.payloads.headers() if self.payloads.has_headers else None
         self.sent_bytes += nbytes
         try:
@@ -166,33 +173,43 @@ SHARED: Shared | None = None
 
 
 class PacedProducer(User):
-    """Sends whatever the shared pacer says is due, one batch per task; then sleeps until a whole batch is due or
-    the oldest event due has waited `batch_wait_s` (TokenPacer.wake_at), not until the next single event."""
+    """Sends whatever the shared pacer says is due, a batch at a time; between batches sleeps until a whole batch
+    is due or the oldest event due has waited `batch_wait_s` (TokenPacer.wake_at), not until the next single
+    event. One task runs the whole traffic: a task per batch cost another hub switch and locust's own bookkeeping
+    each time, on every wake-up of a moderate rate. For the same reason locust hears of the sends once a second
+    (one request: the events sent, and the time their sends took), not once a batch."""
 
     wait_time = constant(0)
 
     @task
-    def send_batch(self) -> None:
+    def send_batches(self) -> None:
         shared = SHARED
         assert shared is not None
-        if shared.done:
-            gevent.sleep(0.05)
-            return
-        nxt, now = shared.pacer.wake_at(shared.batch_size, shared.batch_wait_s), time.time()
-        if nxt is None:
-            gevent.sleep(0.05)
-            return
-        if nxt > now:  # not due yet: sleep until it is, then send in this same task (a task costs a wake-up)
-            gevent.sleep(min(nxt - now, 0.05))
-            nxt = shared.pacer.wake_at(shared.batch_size, shared.batch_wait_s)
-            if nxt is None or nxt > time.time():  # the 0.05 s cap, or another user sent it meanwhile
-                return
-        t0 = time.perf_counter()
-        n = shared.send_due()
-        if n:
-            self.environment.events.request.fire(
-                request_type="produce", name=shared.sender.name, response_time=(time.perf_counter() - t0) * 1000,
-                response_length=n, exception=None, context={})
+        sent, spent, report_at = 0, 0.0, time.time() + REQUEST_EVERY_S
+        try:
+            while not shared.done:
+                nxt, now = shared.pacer.wake_at(shared.batch_size, shared.batch_wait_s), time.time()
+                if nxt is None or nxt > now:  # not due yet (or nothing left): look again then, at most 0.05 s on
+                    gevent.sleep(0.05 if nxt is None else min(nxt - now, 0.05))
+                    continue
+                t0 = time.perf_counter()
+                sent += shared.send_due()  # 0 when another user sent it meanwhile
+                spent += time.perf_counter() - t0
+                if sent and now >= report_at:
+                    self._report(shared, sent, spent)
+                    sent, spent, report_at = 0, 0.0, now + REQUEST_EVERY_S
+                nxt = shared.pacer.wake_at(shared.batch_size, shared.batch_wait_s)
+                if nxt is not None and nxt <= time.time():  # behind (flat out): the process's other greenlets
+                    gevent.sleep(0)  # (its end, the reports, the other users) run between two batches
+        finally:  # also when stopped (GreenletExit): what was sent since the last report
+            if sent:
+                self._report(shared, sent, spent)
+        gevent.sleep(0.05)
+
+    def _report(self, shared: Shared, sent: int, spent_s: float) -> None:
+        self.environment.events.request.fire(request_type="produce", name=shared.sender.name,
+                                             response_time=spent_s * 1000, response_length=sent, exception=None,
+                                             context={})
 
 
 def _service_loop(shared: Shared) -> None:

@@ -39,7 +39,7 @@ def test_overrides_resolve_through_the_scenario_loader():
                           "spark": {"conf": {"spark.sql.shuffle.partitions": 3}, "trigger": {"interval": "2 seconds"}},
                           "checks.latency_p99_ms": 1500})
     scenario, _, _ = load_scenario("steady", sets)
-    assert scenario.producers.duration_s == 7 and scenario.producers.batch_size == 200  # 200: steady.toml's
+    assert scenario.producers.duration_s == 7 and scenario.producers.batch_size == 2000  # 2000: steady.toml's
     assert scenario.producers.rate.kind == "steps"
     assert [(s.at_s, s.eps) for s in scenario.producers.rate.steps] == [(0, 50), (2, 90)]
     assert scenario.spark.conf["spark.sql.shuffle.partitions"] == 3

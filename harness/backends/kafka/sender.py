@@ -14,7 +14,7 @@ import math
 import time
 from collections import deque
 from itertools import repeat
-from operator import is_not
+from operator import is_not, length_hint
 
 import gevent
 import gevent.monkey
@@ -71,6 +71,7 @@ POLL_WAIT_S = 0.1
 # batch of a moderate rate (every batch_wait_ms) is not busy, and the thread serves the reports as they come
 HUB_GAP_S, HUB_BUSY_S = 0.025, 0.01
 _native_sleep = gevent.monkey.get_original("time", "sleep")
+_exhaust = deque(maxlen=0).extend  # runs an iterator to its end in C, keeping nothing
 _NativeLock = gevent.monkey.get_original("threading", "Lock")
 
 
@@ -110,8 +111,7 @@ class KafkaSender:
 
     @classmethod
     def from_job(cls, job: dict, acks: AckWriter, stats: SecondStats) -> "KafkaSender":
-        import os  # FP-EXPERIMENT
-        return cls(job["stream"], job["settings"], acks, stats, poll_thread=not os.environ.get("FP_NO_POLL_THREAD"))
+        return cls(job["stream"], job["settings"], acks, stats, poll_thread=True)
 
     def connect(self, timeout_s: float) -> None:
         """Before the traffic (producers.process.connect): the broker connected and the topic's metadata in the
@@ -154,20 +154,15 @@ class KafkaSender:
         n, stopped = len(values), None
         if keys is None:
             keys = [None] * n
-        if partitions is None and not headers:  # the usual case: no per-event counter, the iterator is the cursor
-            pending = zip(values, keys)
-            value = key = None
-            retry = False
-            while True:
+        if partitions is None and not headers:  # the usual case: the calls made by map (no bytecode per event)
+            done = 0
+            while done < n:
+                rest = iter(values if not done else values[done:])
                 try:
-                    if retry:  # the event the full queue refused, first
-                        produce(topic, value, key)
-                        retry = False
-                    for value, key in pending:
-                        produce(topic, value, key)
-                    break
-                except BufferError:
-                    retry = True
+                    _exhaust(map(produce, repeat(topic, n - done), rest, keys if not done else keys[done:]))
+                    done = n
+                except BufferError:  # map took the refused event from `rest`: those before it are handed over
+                    done = n - length_hint(rest) - 1
                     stopped = self._wait_for_room(stopped)
         else:
             done = 0
