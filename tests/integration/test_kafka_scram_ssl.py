@@ -98,6 +98,7 @@ def _refusal(settings: dict) -> tuple[str, list[str]]:
     return "connected", errors
 
 
+@pytest.mark.slow  # `make test-slow`: make test runs a scenario over SCRAM and TLS through the same set-up (above)
 def test_kafka_up_with_scram_over_tls_refuses_what_it_must(harness_env, tmp_path):
     password = "pw-" + str(time.time_ns())
     env = dict(harness_env, KAFKASEC_TEST_PASSWORD=password)

@@ -41,7 +41,7 @@ def assert_duplicates_within_declared(out, result):
     return frame, extra, ranges
 
 
-@pytest.mark.slow  # `make test-slow`: the rules are tests/unit/test_kafka_sink_rules; rtm-steady writes to this sink in make test
+@pytest.mark.slow  # `make test-slow`: its rules are tests/unit/test_kafka_sink_rules; rtm-steady writes this sink
 def test_kafka_sink_crash_rewrites_the_cut_batch_and_every_duplicate_is_declared(harness_env, tmp_path):
     """One kill (the shipped scenario has two; one shows the same in less time). The run passes; the batch the
     kill cut had records in the output topic (the fault saw them), so its re-run wrote them again: duplicates > 0,

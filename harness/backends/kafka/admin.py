@@ -27,12 +27,15 @@ def client_config(bootstrap: str, security: dict[str, Any] | None = None) -> dic
 
 
 def _accepts(bootstrap: str) -> bool:
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return True
-    except OSError:
-        return False
+    """Whether any of the bootstrap servers accepts a connection (a client needs one to fetch the metadata)."""
+    for server in bootstrap.split(","):
+        host, port = server.strip().rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class KafkaBackendBase(Backend):
@@ -62,18 +65,27 @@ class KafkaBackendBase(Backend):
         return self._admin
 
     def wait_ready(self, brokers: int, timeout: float = 90.0, alive=lambda: True, bootstrap: str | None = None,
-                   admin: AdminClient | None = None) -> None:
+                   admin: AdminClient | None = None, unreachable_s: float | None = None) -> None:
         """Until `brokers` brokers answer metadata at the run's bootstrap with the run's client settings (or at
-        `bootstrap` through `admin`: the embedded broker's own listener, before its SCRAM users exist)."""
+        `bootstrap` through `admin`: the embedded broker's own listener, before its SCRAM users exist).
+        `unreachable_s`: give up sooner when no bootstrap server has accepted a connection for that long (a cluster
+        that is already running, named by an address where nothing listens)."""
         bootstrap = bootstrap or self.bootstrap
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         last: Exception | None = None
+        reached = False
         while time.monotonic() < deadline:
             if not alive():
                 raise BackendError("the Kafka broker exited during start-up; see its log in the run directory")
             if not _accepts(bootstrap):
+                if not reached and unreachable_s is not None and time.monotonic() - started >= unreachable_s:
+                    raise BackendError(f"Kafka at {bootstrap}: no bootstrap server accepted a connection in "
+                                       f"{unreachable_s:.0f}s (is the cluster running, and is bootstrap_servers "
+                                       f"its address?)")
                 time.sleep(0.2)
                 continue
+            reached = True
             try:
                 md = (admin or self.admin()).list_topics(timeout=3)
                 if len(md.brokers) >= brokers:

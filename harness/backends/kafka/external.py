@@ -6,6 +6,8 @@ from pathlib import Path
 from harness.backends.kafka.admin import KafkaBackendBase
 from harness.supervisor import Supervisor
 
+UNREACHABLE_S = 10.0
+
 
 class ExternalKafka(KafkaBackendBase):
     replication = -1  # the cluster's own default.replication.factor
@@ -14,7 +16,8 @@ class ExternalKafka(KafkaBackendBase):
         self.existing_topic = existing_topic  # a topic of the stream's name already there: refused unless "recreate"
 
     def start(self, run_dir: Path, supervisor: Supervisor) -> None:
-        self.wait_ready(1, timeout=30)
+        # a running cluster answers at once: nothing listening for 10 s is a wrong address, said then
+        self.wait_ready(1, timeout=30, unreachable_s=UNREACHABLE_S)
 
     def stop(self) -> None:
         self.close_clients()  # never stops someone else's cluster
