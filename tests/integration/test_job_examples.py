@@ -34,6 +34,8 @@ def kills(result) -> list[dict]:
     return [f for f in result.faults if f.kind == "driver_kill"]
 
 
+@pytest.mark.slow  # `make test-slow`: its oracle is tests/unit/test_job_examples_oracles; a driver killed mid-batch
+# is crash-recovery's (make test)
 def test_upsert_is_exactly_once_under_a_driver_kill(harness_run):
     """The foreachBatch writer, idempotent by batch id, its driver SIGKILLed after a batch's write and before
     Spark's commit: Spark hands the batch over again, the writer skips it, every acked event is once in the table
