@@ -51,15 +51,17 @@ class JsonlTail:
     """The records of a file still being appended to (progress.jsonl, lag.jsonl while the query runs), read on
     from where the last `read` stopped: whole lines only, a line still being written waits for the next call.
     A runner that looks once a second then parses each line once, where reading the file whole each time grew
-    with the run (a soak's hours of batches, parsed every second)."""
+    with the run (a soak's hours of batches, parsed every second). `keep=False` only counts the complete lines
+    (`lines`), keeping no record: a live line's batch count over a soak's hours, in constant memory."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
+    def __init__(self, path: Path, keep: bool = True):
+        self.path, self.keep = Path(path), keep
         self.records: list[dict] = []  # every record so far, in file order (read_jsonl's, once complete)
-        self._offset = self._lines = 0
+        self.lines = 0  # complete lines so far, blank and malformed ones included
+        self._offset = 0
 
     def read(self) -> list[dict]:
-        """Every record so far (the same list, grown)."""
+        """Every record so far (the same list, grown; empty when not kept)."""
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
@@ -69,9 +71,15 @@ class JsonlTail:
         end = data.rfind(b"\n") + 1
         if end:
             lines = data[:end].split(b"\n")[:-1]
-            self.records.extend(_parse(lines, self._lines + 1)[0])
-            self._offset, self._lines = self._offset + end, self._lines + len(lines)
+            if self.keep:
+                self.records.extend(_parse(lines, self.lines + 1)[0])
+            self._offset, self.lines = self._offset + end, self.lines + len(lines)
         return self.records
+
+    def count(self) -> int:
+        """The complete lines so far, read on."""
+        self.read()
+        return self.lines
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -317,8 +317,8 @@ def run_traffic(ctx: RunContext) -> None:
     if s.producers.warmup_s or fleet.adaptive_warmup:
         ctx.timeline.add("warmup_start", at=warm_start)
     # the measured window: faults are timed from here
-    progress = JsonlTail(ctx.run_dir / "progress.jsonl")  # read on by every tick's live line
-    ctx.traffic_start = (warm_up(ctx, warm_start, progress) if fleet.adaptive_warmup
+    batches = JsonlTail(ctx.run_dir / "progress.jsonl", keep=False)  # the live line's count, read on
+    ctx.traffic_start = (warm_up(ctx, warm_start, batches) if fleet.adaptive_warmup
                          else warm_start + s.producers.warmup_s)
     ctx.timeline.add("traffic_start", at=ctx.traffic_start)
     ctx.state.traffic_start = ctx.traffic_start
@@ -335,7 +335,7 @@ def run_traffic(ctx: RunContext) -> None:
     with ctx.console.progress("traffic", duration) as bar:
         def tick():
             _watch_run(ctx)
-            bar.update(min(duration, max(0.0, time.time() - ctx.traffic_start)), _live_line(ctx, progress))
+            bar.update(min(duration, max(0.0, time.time() - ctx.traffic_start)), _live_line(ctx, batches))
         try:
             fleet.wait(max(0.0, ctx.traffic_start - time.time()) + duration + 120.0, tick)
         except StoppedEarly as exc:  # the traffic ends now; faults heal and the query drains as usual
@@ -354,17 +354,18 @@ MEASURE_LEAD_S = 1.0  # measure.json comes this long before the time it names: e
 WARMUP_DECIDE_EVERY_S = 1.0  # the lag is sampled about once a second
 
 
-def warm_up(ctx: RunContext, warm_start: float, progress: JsonlTail) -> float:
+def warm_up(ctx: RunContext, warm_start: float, batches: JsonlTail) -> float:
     """A caught_up warm-up (harness.analysis.warmup): the traffic flows at the rate's starting value until the
     query has caught up with its own start, at most producers.warmup_max_s; then the producers are told when the
     measured window starts (producers/measure.json, which also says how the warm-up ended, for the judge and the
-    report), and that is returned. `progress`: the query's progress.jsonl, read on (JsonlTail)."""
+    report), and that is returned. `batches`: the live line's count of progress.jsonl's lines."""
     s, fleet = ctx.scenario, ctx.fleet
     assert fleet is not None
     p, trigger = s.producers, s.spark.trigger
     rate = make_rate(p.rate).rate(0.0)
     interval_ms = float(spark_interval_ms(trigger.interval))
-    lag = JsonlTail(ctx.run_dir / "lag.jsonl")  # both read on each second, not whole
+    # both read on each second, not whole (the warm-up is at most warmup_max_s: its records are few)
+    lag, progress = JsonlTail(ctx.run_dir / "lag.jsonl"), JsonlTail(ctx.run_dir / "progress.jsonl")
     end = None
     with ctx.console.progress(f"warm-up: until the query has caught up with its start (at most "
                               f"{p.warmup_max_s:g} s)", p.warmup_max_s) as bar:
@@ -376,7 +377,7 @@ def warm_up(ctx: RunContext, warm_start: float, progress: JsonlTail) -> float:
             end = warmup.decide(lag.read(), progress.read(),
                                 start=warm_start, now=now, rate_eps=rate, trigger_interval_ms=interval_ms,
                                 band_intervals=LAG_END_INTERVALS, min_s=p.warmup_s, max_s=p.warmup_max_s)
-            bar.update(min(p.warmup_max_s, max(0.0, now - warm_start)), _live_line(ctx, progress))
+            bar.update(min(p.warmup_max_s, max(0.0, now - warm_start)), _live_line(ctx, batches))
             if end is None:
                 time.sleep(WARMUP_DECIDE_EVERY_S)
     measure_at = time.time() + MEASURE_LEAD_S
@@ -395,10 +396,10 @@ def _watch_run(ctx: RunContext) -> None:
     _stop_if_failing(ctx)
 
 
-def _live_line(ctx: RunContext, progress: JsonlTail) -> str:
+def _live_line(ctx: RunContext, batches: JsonlTail) -> str:
     live = ctx.fleet.live() if ctx.fleet else {"sent": 0, "acked": 0, "failed": 0}
     return (f"sent {live['sent']:,}  acked {live['acked']:,}  failed {live['failed']:,}  "
-            f"batches {len(progress.read())}" + _live_status(ctx))
+            f"batches {batches.count()}" + _live_status(ctx))
 
 
 def settle_faults(ctx: RunContext) -> None:

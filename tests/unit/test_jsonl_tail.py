@@ -34,3 +34,14 @@ def test_each_line_is_parsed_once(tmp_path, monkeypatch):
             f.write(json.dumps({"t": i}) + "\n")
         tail.read()
     assert len(parsed) == 5 and [r["t"] for r in tail.records] == list(range(5))
+
+
+def test_a_counting_tail_keeps_no_record_and_counts_complete_lines(tmp_path):
+    path = tmp_path / "progress.jsonl"
+    tail = JsonlTail(path, keep=False)
+    assert tail.count() == 0  # not there yet
+    path.write_bytes(b'{"batchId": 0}\n\n{"batchId": 1}\n{"batchId": 2, "numInp')
+    assert tail.count() == 3 and tail.records == []  # the line still being written is not counted yet
+    with open(path, "ab") as f:
+        f.write(b'utRows": 7}\n')
+    assert tail.count() == 4 == len(path.read_bytes().splitlines()) and tail.records == []
