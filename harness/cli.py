@@ -163,7 +163,8 @@ def _cmd_bench(args) -> int:
 
     verdict_options = {"SCENARIO": args.scenario, "--runs": args.runs, "--busy-cores": args.busy_cores,
                        "--cold": args.cold, "--expect": args.expect, "--set": args.set, "--out": args.out,
-                       "--replace": args.replace}
+                       "--replace": args.replace, "--all": args.all, "--backend": args.backend, "--kind": args.kind,
+                       "--only": args.only, "--resume": args.resume}
     if args.what != "verdicts":
         given = [name for name, value in verdict_options.items() if value]
         if given:
@@ -174,6 +175,12 @@ def _cmd_bench(args) -> int:
         return bench_main(args.what, args.json, args.quick, Console())
     from harness.bench import verdicts
 
+    if args.all:
+        return _cmd_catalogue(args)
+    catalogue_only = [flag for flag, value in (("--backend", args.backend), ("--kind", args.kind),
+                                               ("--only", args.only), ("--resume", args.resume)) if value]
+    if catalogue_only:
+        raise InputError(f"{', '.join(catalogue_only)}: only with `harness bench verdicts --all` (the catalogue)")
     if not args.scenario:
         raise InputError("harness bench verdicts: name the scenario (a name from scenarios/ or a .toml), e.g. "
                          "`harness bench verdicts steady --runs 5 --busy-cores 1`")
@@ -185,6 +192,30 @@ def _cmd_bench(args) -> int:
                          busy_cores=verdicts.DEFAULT_BUSY_CORES if args.busy_cores is None else args.busy_cores,
                          cold=args.cold, expect=args.expect, out=Path(args.out) if args.out else None,
                          replace=args.replace, console=Console())
+
+
+def _cmd_catalogue(args) -> int:
+    """`harness bench verdicts --all`: every shipped scenario (harness.bench.catalogue); options of one
+    scenario's bench are refused with it."""
+    from harness.bench import catalogue
+    from harness.console import Console
+
+    given = [flag for flag, value in (("SCENARIO", args.scenario), ("--busy-cores", args.busy_cores),
+                                      ("--cold", args.cold), ("--expect", args.expect), ("--set", args.set),
+                                      ("--json", args.json), ("--quick", args.quick)) if value]
+    if given:
+        raise InputError(f"{', '.join(given)}: not with --all (the catalogue runs every shipped scenario as "
+                         "shipped, on the machine as it is, expecting each one's verdict; pick a part with "
+                         "--backend, --kind or --only)")
+    if args.resume and args.replace:
+        raise InputError("--resume and --replace: one or the other (--replace deletes the catalogue --resume "
+                         "would continue)")
+    if not args.resume:
+        _out_writable(args.out)
+    only = [n.strip() for n in (args.only or "").split(",") if n.strip()] or None
+    return catalogue.main(runs=1 if args.runs is None else args.runs, backend=args.backend, kind=args.kind,
+                          only=only, out=Path(args.out) if args.out else None, resume=args.resume,
+                          replace=args.replace, console=Console())
 
 
 def _cmd_report(args) -> int:
@@ -459,8 +490,8 @@ def parser() -> argparse.ArgumentParser:
     k.set_defaults(func=_cmd_kafka)
 
     b = sub.add_parser("bench", help="benchmarks, measured side by side in one run")
-    b.add_argument("what", choices=["producers", "footprint", "kafka-query", "emulator", "eh-source", "checker",
-                                    "startup", "rtm", "all", "verdicts"],
+    b.add_argument("what", choices=["producers", "footprint", "kafka-query", "emulator", "eh-source", "eh-producers",
+                                    "checker", "startup", "rtm", "all", "verdicts"],
                    help="one benchmark, all of them in this order, or verdicts SCENARIO (not part of all): whether "
                         "a scenario's verdict holds, quiet, with cores busy and cold")
     b.add_argument("scenario", nargs="?", help="verdicts: a name from scenarios/ or a path to a .toml file")
@@ -476,7 +507,15 @@ def parser() -> argparse.ArgumentParser:
                    "exit 0 (pass: busy runs may be unjudged (busy); fail: every run fails `sustained`)")
     b.add_argument("--set", action="append", default=[], metavar="dotted.key=value",
                    help="verdicts: override a scenario field for every run (value parsed as TOML), repeatable")
-    b.add_argument("--out", help="verdicts: the bench's directory (default runs/<UTC timestamp>-<scenario>-verdicts)")
+    b.add_argument("--out", help="verdicts: the bench's directory (default runs/<UTC timestamp>-<scenario>-verdicts;"
+                                 " with --all runs/<UTC timestamp>-catalogue)")
+    b.add_argument("--all", action="store_true", help="verdicts: the catalogue, every shipped scenario --runs N "
+                   "times (default 1), each at its expected verdict, with its margins")
+    b.add_argument("--backend", help="verdicts --all: only this backend's scenarios (kafka, eventhubs)")
+    b.add_argument("--kind", help="verdicts --all: only this kind (load, faults, sweep)")
+    b.add_argument("--only", metavar="NAME,NAME", help="verdicts --all: only these scenarios")
+    b.add_argument("--resume", action="store_true", help="verdicts --all: run into the catalogue at --out what it "
+                   "lacks for the scenarios picked (a part at a time, or after an interruption)")
     _replace_option(b)
     b.set_defaults(func=_cmd_bench)
 

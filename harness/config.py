@@ -289,6 +289,9 @@ class ChecksSpec(Strict):
         "require the `headroom` check: the fraction of the processingTime trigger interval the median batch must "
         "leave idle (1 - batch p50 / interval), from 0 (batch p50 within the trigger) to 0.9; unset, the check is "
         "listed as not required"))
+    narrow_margin: str | None = Field(None, min_length=1, max_length=500, description=(
+        "why this scenario runs closer than 10% to a threshold that decides it (harness.bench.margins): "
+        "`harness bench verdicts --all` shows it instead of flagging the scenario; judging is unchanged"))
 
     @field_validator("min_headroom")
     @classmethod

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import atomic, environment, nospace, outdir, secrets, sinks
+from harness import atomic, calibration, environment, nospace, outdir, secrets, sinks
 from harness.analysis import warmup
 from harness.analysis.performance import LAG_END_INTERVALS
 from harness.backends import make_backend
@@ -70,7 +70,7 @@ def new_run_dir(name: str, out: Path | None) -> Path:
     if out is not None:
         outdir.check(out)
         out.mkdir(parents=True, exist_ok=True)
-        return out
+        return out.resolve()  # the run's processes do not all share this one's working directory
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
     path = runs_dir() / f"{stamp}-{name}"
     path.mkdir(parents=True, exist_ok=False)
@@ -108,6 +108,7 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     atomic.write_json(run_dir / "scenario.json", {  # a record: secrets as *** (harness.secrets)
         "file": str(path), "overrides": [secrets.redacted_override(o) for o in overrides or []],
         "resolved": secrets.redacted(scenario.model_dump(mode="json"))})
+    calibration.record(run_dir)  # what the run's figures are read against (a client library's own cost)
     console.info(f"run directory: {run_dir}")
     t0 = time.time()
     with Supervisor(uuid.uuid4().hex) as sup:
@@ -231,7 +232,7 @@ def _prepare_producers(ctx: RunContext) -> None:
     of CPU, came out of the driver JVM's own (`harness bench startup`: the session a second later)."""
     if os.environ.get(PRODUCERS_AT_GO_ENV):  # the bench's reference: started at the go, as before
         return
-    ctx.fleet = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(ctx.scenario, ctx.backend))
+    ctx.fleet = ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, producer_job(ctx.scenario, ctx.backend))
     ctx.fleet.prepare()
     if ctx.fleet.children:
         ctx.timeline.add("producers_launched")
@@ -309,7 +310,7 @@ def run_traffic(ctx: RunContext) -> None:
     ctx.lag_sampler = sampler = LagSampler(ctx.run_dir / "lag.jsonl",
                                                      lambda: ctx.backend.end_offsets(s.stream.name))
     sampler.start()
-    fleet = ctx.fleet or ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, _producer_job(s, ctx.backend))
+    fleet = ctx.fleet or ProducerFleet(ctx.run_dir / "producers", ctx.supervisor, producer_job(s, ctx.backend))
     ctx.fleet = fleet
     warm_start = fleet.go()  # the prepared processes ready: the start is a moment away
     if (ready_at := fleet.ready_at()) is not None:
@@ -572,7 +573,8 @@ def _declared_failure(ctx: RunContext, error: str) -> bool:
     return any(cls and cls in error for cls in declared)
 
 
-def _producer_job(scenario: Scenario, backend: Backend) -> dict:
+def producer_job(scenario: Scenario, backend: Backend) -> dict:
+    """What each producer process is told (producers.process): the scenario's traffic against this backend."""
     p = scenario.producers
     settings = backend.producer_settings()
     settings.update(p.client)

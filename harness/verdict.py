@@ -20,7 +20,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness import atomic, clocks, environment
+from harness import atomic, calibration, clocks, environment
 from harness.analysis.consumers import connections_file, consumer_summary, read_connections
 from harness.analysis.lag import lag_series, lag_summary
 from harness.analysis.producers import rate_accuracy, skew_section
@@ -187,7 +187,9 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     result.resources = run.resources
     window = (run.t0, run.t0 + warmup + duration)  # the measured window: the footprint's and the machine's
     try:  # a figure, not a check: how much of the machine's CPU the harness took from what it measured
-        result.footprint = run_footprint(run_dir, *window)
+        amqp = s.backend.kind == "eventhubs" and getattr(s.backend, "protocol", "amqp") == "amqp"
+        result.footprint = run_footprint(run_dir, *window, client="azure-eventhub" if amqp else None,
+                                         floor=calibration.read(run_dir, calibration.EH_PRODUCERS) if amqp else None)
     except Exception as exc:  # noqa: BLE001
         result.footprint = {"ratio": None, "ok": None, "error": f"reading resources.jsonl failed: {exc!r}"}
     try:  # what processes outside the run took meanwhile: over the bound, performance checks are set aside

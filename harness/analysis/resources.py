@@ -211,9 +211,41 @@ def measured_window(run_dir: Path, start: float | None, end: float | None) -> tu
     return start, end
 
 
-def run_footprint(run_dir: Path, start: float | None, end: float | None) -> dict:
-    """`footprint` of a run directory over its traffic (measured_window)."""
-    return footprint(load(run_dir), *measured_window(run_dir, start, end))
+def run_footprint(run_dir: Path, start: float | None, end: float | None, client: str | None = None,
+                  floor: dict | None = None) -> dict:
+    """`footprint` of a run directory over its traffic (measured_window), with the producers' CPU per event sent
+    over the window the CPU was counted in (their stats rows: events sent each second). `client`: the producers'
+    client library when it sets a floor of its own (the azure-eventhub SDK); `floor`: what a plain loop of that
+    client costs per event here (harness.calibration, as the run recorded it): the footprint then says what the
+    same events sent that way would have taken of what was measured."""
+    out = footprint(load(run_dir), *measured_window(run_dir, start, end))
+    sent = _sent_between(Path(run_dir), out.get("covered_from_t"), out.get("covered_to_t"))
+    producer_s = (out.get("by_role") or {}).get("producer")
+    if not sent or producer_s is None or out.get("ratio") is None:
+        return out
+    out["producer_us_per_event"] = round(1e6 * producer_s / sent, 1)
+    if client is None:
+        return out
+    us = floor.get("us_per_event") if floor else None
+    if not isinstance(us, (int, float)) or us <= 0:
+        return out | {"detail": out["detail"] + f"; the producers spent {out['producer_us_per_event']:,.0f} us of "
+                      f"CPU per event sent, most of it {client}'s own (`harness bench eh-producers` measures a plain "
+                      f"{client} loop here, and later runs are read against it)"}
+    floor_ratio = us * sent / 1e6 / out["sut_cpu_s"]
+    out["client_floor"] = {"client": client, "us_per_event": us, "ratio": round(floor_ratio, 5),
+                           "measured_at": floor.get("measured_at"), "by": floor.get("by")}
+    return out | {"detail": out["detail"] + (
+        f"; the producers spent {out['producer_us_per_event']:,.0f} us of CPU per event sent, a plain {client} "
+        f"send loop {us:,.0f} us ({floor.get('by') or 'measured'}, {floor.get('measured_at') or 'date unknown'}): "
+        f"those events sent that way would have taken {floor_ratio:.1%}, the floor this client sets")}
+
+
+def _sent_between(run_dir: Path, start: float | None, end: float | None) -> int:
+    """Events the producers sent in the whole seconds inside [start, end] (stats rows: `sent` in [t, t + 1))."""
+    if start is None or end is None:
+        return 0
+    return sum(int(r.get("sent") or 0) for f in sorted((run_dir / "producers").glob("stats-*.jsonl"))
+               for r in read_jsonl(f) if isinstance(r.get("t"), (int, float)) and start <= r["t"] and r["t"] + 1 <= end)
 
 
 def machine_intervals(samples: list[dict]) -> list[tuple[float, float, dict]]:

@@ -31,6 +31,7 @@ BENCHES: dict[str, str] = {
     "kafka-query": "harness.bench.kafka_query:run_bench",
     "emulator": "harness.bench.emulator:run_bench",
     "eh-source": "harness.bench.eh_source:run_bench",
+    "eh-producers": "harness.bench.eh_producers:run_bench",
     "checker": "harness.bench.checker:run_bench",
     "startup": "harness.bench.startup:run_bench",
     "rtm": "harness.bench.rtm:run_bench",

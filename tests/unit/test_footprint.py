@@ -106,3 +106,25 @@ def test_the_report_states_the_footprint_in_words():
     assert "Measurement distorted" not in md
     html = footprint_html(dict(f, detail="a <b> & c"))
     assert "&lt;b&gt; &amp; c" in html and "Measurement distorted" not in html
+
+
+def _run_with_stats(tmp_path, sent_per_second: int):
+    (tmp_path / "resources.jsonl").write_text("".join(json.dumps(s) + "\n" for s in SAMPLES))
+    (tmp_path / "producers").mkdir()
+    rows = [{"t": t, "sent": sent_per_second} for t in range(95, 125)]  # only 100..119 lie inside the samples
+    (tmp_path / "producers" / "stats-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_the_producers_cpu_per_event_and_a_client_floor_read_against_what_was_measured(tmp_path):
+    _run_with_stats(tmp_path, 500)  # 20 s x 500 = 10,000 events while the producer spent 1.0 CPU s: 100 us each
+    plain = run_footprint(tmp_path, 100.0, 120.0)
+    assert plain["producer_us_per_event"] == pytest.approx(100.0) and "client_floor" not in plain
+    unmeasured = run_footprint(tmp_path, 100.0, 120.0, client="azure-eventhub")
+    assert "spent 100 us of CPU per event sent, most of it azure-eventhub's own (`harness bench eh-producers`" in (
+        unmeasured["detail"])
+    floor = {"us_per_event": 80.0, "measured_at": "2026-11-28", "by": "harness bench eh-producers"}
+    f = run_footprint(tmp_path, 100.0, 120.0, client="azure-eventhub", floor=floor)
+    # 10,000 events x 80 us = 0.8 CPU s against the system under test's 32 CPU s
+    assert f["client_floor"]["ratio"] == pytest.approx(0.025)
+    assert ("a plain azure-eventhub send loop 80 us (harness bench eh-producers, 2026-11-28): those events sent "
+            "that way would have taken 2.5%, the floor this client sets") in f["detail"]

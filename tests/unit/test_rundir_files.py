@@ -183,3 +183,13 @@ def test_replace_empties_an_earlier_run_only_once_the_scenario_is_good(tmp_path,
     outdir.check(out)  # empty: fine without --replace
     with pytest.raises(InputError, match="not empty"):
         outdir.check(_earlier_run(tmp_path / "again"))
+
+
+def test_a_relative_out_becomes_an_absolute_run_directory(tmp_path, monkeypatch):
+    """The run's processes (the Spark driver, a sweep's runs) do not share the command's working directory: a
+    relative `--out` left the driver looking for its job file elsewhere, and the query never started."""
+    from harness.runner import new_run_dir
+
+    monkeypatch.chdir(tmp_path)
+    got = new_run_dir("steady", Path("mine") / "run")
+    assert got == tmp_path / "mine" / "run" and got.is_absolute() and got.is_dir()

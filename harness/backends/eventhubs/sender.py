@@ -27,6 +27,9 @@ from producers.payloads import read_event_ids
 from producers.records import SecondStats
 
 LINGER_S = 0.005
+# Finished sends are recorded in bulk, as the Kafka sender records its reports: each recording has a fixed cost
+# (reading the ids back, numpy calls) that a send per partition per batch would pay a hundred times a second.
+HOLD_S = 0.2
 SEND_MODES = ("partition_key", "partition_id", "round_robin")
 
 
@@ -48,7 +51,14 @@ def fill_batch(batch, event_at: Callable[[int], "EventData | None"], limit: int)
     return n
 
 class EventHubsSender:
+    """A producer process's Event Hubs client. A batch from the pacer is queued to its lanes and every idle lane
+    starts sending at once (`send_many`): nothing is gained by waiting, the batch holds everything due. `service`
+    starts a lane a single `send` left waiting for LINGER_S; the process calls it every `service_every_s`, far
+    less often than its default of a millisecond (a thousand wake-ups of the hub a second cost more CPU than the
+    producer's own work at moderate rates)."""
+
     name = "eventhubs"
+    service_every_s = 0.05
 
     def __init__(self, hub: str, settings: dict, acks: AckWriter, stats: SecondStats, partitions: int):
         self.mode = settings.get("send", "partition_key")
@@ -66,13 +76,17 @@ class EventHubsSender:
         self.greenlets: set = set()
         self.rr = 0
         self.max_batch = int(settings.get("max_batch_events", 1000))
+        self._lane_of_key: dict[bytes, int] = {}  # the service's hash of a key, computed once per key
+        self._done: list[tuple[int, list, str | None, float]] = []  # finished sends not yet recorded
+        self._recorded_at = time.monotonic()
 
     @classmethod
     def from_job(cls, job: dict, acks: AckWriter, stats: SecondStats) -> "EventHubsSender":
         return cls(job["stream"], job["settings"], acks, stats, int(job["partitions"]))
 
     def send_many(self, values: list[bytes], keys, partitions, headers: list | None = None) -> None:
-        """Queue a batch in order (`keys`/`partitions` per event or None); nothing here waits."""
+        """Queue a batch in order (`keys`/`partitions` per event or None) and start every idle lane that has
+        events; nothing here waits."""
         send = self.send
         if partitions is None:
             for value, key in zip(values, keys if keys is not None else [None] * len(values)):
@@ -80,6 +94,9 @@ class EventHubsSender:
         else:
             for value, key, partition in zip(values, keys, partitions):
                 send(value, key, partition, headers)
+        for lane, queue in enumerate(self.pending):
+            if queue and not self.in_flight[lane]:
+                self._start(lane)
 
     def send(self, value: bytes, key: bytes | None, partition: int | None, headers: list | None = None) -> None:
         if self.mode == "round_robin":
@@ -87,7 +104,9 @@ class EventHubsSender:
         elif partition is not None:
             lane = partition
         elif key is not None:
-            lane = eventhubs_partition_for_key(key.decode(), self.partitions)
+            lane = self._lane_of_key.get(key)
+            if lane is None:
+                lane = self._lane_of_key[key] = eventhubs_partition_for_key(key.decode(), self.partitions)
         else:
             lane = self.rr
             self.rr = (self.rr + 1) % self.partitions
@@ -100,6 +119,8 @@ class EventHubsSender:
         for lane, queue in enumerate(self.pending):
             if queue and not self.in_flight[lane] and (len(queue) >= self.max_batch or now - queue[0][1] >= LINGER_S):
                 self._start(lane)
+        if self._done and time.monotonic() - self._recorded_at >= HOLD_S:
+            self._record_done()
 
     def _start(self, lane: int) -> None:
         self.in_flight[lane] = 1
@@ -148,16 +169,36 @@ class EventHubsSender:
         self._record(lane, events, error)
 
     def _record(self, lane: int, events: list, error: str | None) -> None:
-        partition = -1 if self.mode == "round_robin" else lane
-        now = time.time()
-        values = [e[0] for e in events]
+        """A finished send (or events failed without one), held until the next bulk recording; its ack time is
+        now."""
+        self._done.append((lane, events, error, time.time()))
+
+    def _record_done(self) -> None:
+        """Every held send into the history and the stats as one batch of columns: each event's partition, its ack
+        time (when its send finished) and its error class ("" acked)."""
+        self._recorded_at = time.monotonic()
+        done, self._done = self._done, []
+        if not done:
+            return
+        counts = [len(events) for _, events, _, _ in done]
+        values = [e[0] for _, events, _, _ in done for e in events]
+        queued = np.fromiter((e[1] for _, events, _, _ in done for e in events), dtype=np.float64, count=len(values))
+        at = np.repeat(np.array([t for _, _, _, t in done]), counts)
+        partitions = np.repeat(np.array([-1 if self.mode == "round_robin" else lane for lane, _, _, _ in done],
+                                        dtype=np.int64), counts)
         seq, intended_ms = read_event_ids(self.acks.producer, values)
-        latency_us = ((now - np.array([e[1] for e in events], dtype=np.float64)) * 1e6).astype(np.int64)
-        self.acks.append(seq, partition, -1, intended_ms, now * 1000.0, latency_us, error)
-        if error:
-            self.stats.on_fail(error, now, len(events))
-        else:
-            self.stats.on_acks(np.full(len(events), partition), [len(v) for v in values], latency_us, now)
+        latency_us = ((at - queued) * 1e6).astype(np.int64)
+        errors = [error or "" for _, _, error, _ in done]
+        now = float(at[-1])
+        if not any(errors):
+            self.acks.append(seq, partitions, -1, intended_ms, at * 1000.0, latency_us)
+            self.stats.on_acks(partitions, [len(v) for v in values], latency_us, now)
+            return
+        per_event = np.repeat(np.array(errors, dtype=object), counts)
+        self.acks.append(seq, partitions, -1, intended_ms, at * 1000.0, latency_us, list(per_event))
+        self.stats.on_fails([e for e in per_event if e], now)
+        ok = per_event == ""
+        self.stats.on_acks(partitions[ok], [len(v) for v, good in zip(values, ok) if good], latency_us[ok], now)
 
     def outstanding(self) -> int:
         return sum(len(q) for q in self.pending) + sum(self.sending)
@@ -168,6 +209,7 @@ class EventHubsSender:
             if queue and not self.in_flight[lane]:
                 self._record(lane, list(queue), "NotSentBeforeExit")
                 queue.clear()
+        self._record_done()
 
     def close(self) -> None:
         gevent.joinall(list(self.greenlets), timeout=10)
@@ -175,4 +217,5 @@ class EventHubsSender:
             if queue:  # a lane still sending when time ran out
                 self._record(lane, list(queue), "NotSentBeforeExit")
                 queue.clear()
+        self._record_done()
         self.client.close()
