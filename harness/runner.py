@@ -363,7 +363,7 @@ def warm_up(ctx: RunContext, warm_start: float, batches: JsonlTail) -> float:
     s, fleet = ctx.scenario, ctx.fleet
     assert fleet is not None
     p, trigger = s.producers, s.spark.trigger
-    rate = make_rate(p.rate).rate(0.0)
+    rate, period = rate_shape(p.rate)
     interval_ms = float(spark_interval_ms(trigger.interval))
     # both read on each second, not whole (the warm-up is at most warmup_max_s: its records are few)
     lag, progress = JsonlTail(ctx.run_dir / "lag.jsonl"), JsonlTail(ctx.run_dir / "progress.jsonl")
@@ -377,7 +377,8 @@ def warm_up(ctx: RunContext, warm_start: float, batches: JsonlTail) -> float:
             now = time.time()
             end = warmup.decide(lag.read(), progress.read(),
                                 start=warm_start, now=now, rate_eps=rate, trigger_interval_ms=interval_ms,
-                                band_intervals=LAG_END_INTERVALS, min_s=p.warmup_s, max_s=p.warmup_max_s)
+                                band_intervals=LAG_END_INTERVALS, min_s=p.warmup_s, max_s=p.warmup_max_s,
+                                period_s=period)
             bar.update(min(p.warmup_max_s, max(0.0, now - warm_start)), _live_line(ctx, batches))
             if end is None:
                 time.sleep(WARMUP_DECIDE_EVERY_S)
@@ -387,6 +388,17 @@ def warm_up(ctx: RunContext, warm_start: float, batches: JsonlTail) -> float:
     ctx.timeline.add("warmup_end", ended=end.ended, reason=end.reason)
     (ctx.console.info if end.ended == "caught_up" else ctx.console.warn)(f"warm-up: {end.reason}")
     return measure_at
+
+
+def rate_shape(spec) -> tuple[float, float | None]:
+    """(events/s, period s) the warm-up judges a rate by: a periodic one (bursts, a sine) by its mean over one
+    period after its start offset, and its period; any other by its rate at the start (no period)."""
+    fn = make_rate(spec)
+    period = getattr(spec, "period_s", None)
+    if not period:
+        return fn.rate(0.0), None
+    start = float(getattr(spec, "offset_s", 0.0) or 0.0)
+    return (fn.cumulative(start + period) - fn.cumulative(start)) / period, float(period)
 
 
 def _watch_run(ctx: RunContext) -> None:

@@ -24,10 +24,13 @@ offsets, lag.jsonl, and the query's progress.jsonl):
 - **max**: warmup_max_s passed without either.
 The first is the only one after which keeping up can pass (harness.checkers.sustained says so for the others).
 The cadence is the trigger interval, or the recent batches' median duration when they overrun it, at least 1 s
-(harness.analysis.performance.cadence_s, as `sustained` uses it).
+(harness.analysis.performance.cadence_s, as `sustained` uses it). A periodic rate (bursts, a sine) is taken at its
+mean, and both trends are fitted over whole periods, at least PERIODS of them (whole_periods): over part of one, a
+burst's backlog near the window's end read as a query falling behind.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,6 +49,7 @@ FLAT_MIN_S = 20.0  # a 1 s sawtooth's fit is within 5% of the rate over about 20
 TREND_FRACTION = 0.05  # sustained's LAG_GROWTH_FRACTION: a slope within it either way is a level, not a trend
 RECENT_BATCHES = 5  # the cadence from the median of the last few batches with data
 Z = 2.0
+PERIODS = 3  # a periodic rate's trends over at least this many whole periods
 ENDINGS = ("caught_up", "not_catching_up", "max")
 
 
@@ -69,10 +73,20 @@ def _data_commits(progress: list[dict], since: float) -> list[tuple[float, float
                   if p.get("numInputRows", 0) > 0 and "timestamp" in p and commit_s(p) >= since)
 
 
+def whole_periods(seconds: float, period_s: float | None) -> float:
+    """`seconds`, for a periodic rate at least PERIODS periods and rounded up to whole ones: a lag fit over part of
+    a period reads a burst near its end as growth (over N whole periods the shape's pull on the slope falls as
+    1/N^2)."""
+    if not period_s:
+        return seconds
+    return math.ceil(max(seconds, PERIODS * period_s) / period_s - 1e-9) * period_s
+
+
 def decide(lag_samples: list[dict], progress: list[dict], *, start: float, now: float, rate_eps: float,
            trigger_interval_ms: float, band_intervals: float, min_s: float = 0.0,
-           max_s: float = 120.0) -> WarmupEnd | None:
-    """The warm-up's end at `now` (epoch s) for traffic that started at `start` at `rate_eps`; None: not yet."""
+           max_s: float = 120.0, period_s: float | None = None) -> WarmupEnd | None:
+    """The warm-up's end at `now` (epoch s) for traffic that started at `start` at `rate_eps` (a periodic rate's
+    mean, its period `period_s`: the trends are then fitted over whole periods); None: not yet."""
     elapsed = now - start
     if elapsed < min_s:
         return None
@@ -92,7 +106,7 @@ def decide(lag_samples: list[dict], progress: list[dict], *, start: float, now: 
                              f"traffic began: its lag within {band:,.0f} events ({band_intervals:g} x "
                              f"{rate_eps:,.0f} events/s x a {cadence:.1f} s cadence) for {HOLD_CADENCES:g} cadences",
                              **figures)
-        flat = max(FLAT_MIN_S, FLAT_CADENCES * cadence)
+        flat = whole_periods(max(FLAT_MIN_S, FLAT_CADENCES * cadence), period_s)
         recent = [(t, v) for t, v in series if t >= now - flat]
         trend = fit(recent) if now - first_data >= flat else None
         if (trend and sum(1 for t, _ in commits if t >= now - flat) >= GROWTH_MIN_COMMITS
@@ -102,7 +116,7 @@ def decide(lag_samples: list[dict], progress: list[dict], *, start: float, now: 
                              f"{Z * trend['se']:,.0f} events/s over the last {flat:.0f} s (within "
                              f"{100 * TREND_FRACTION:g}% of {rate_eps:,.0f} events/s), {last:,.0f} events behind",
                              **figures)
-        window = max(GROWTH_MIN_S, GROWTH_CADENCES * cadence)
+        window = whole_periods(max(GROWTH_MIN_S, GROWTH_CADENCES * cadence), period_s)
         if now - first_data >= window:
             recent = [(t, v) for t, v in series if t >= now - window]
             trend = fit(recent)

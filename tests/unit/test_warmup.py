@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from harness.analysis.warmup import decide
+from harness.analysis.warmup import decide, whole_periods
 from producers.pacer import TokenPacer
 from producers.rates import PiecewiseLinear, warmed_up
 
@@ -117,3 +117,31 @@ def test_a_noisy_lag_that_merely_cannot_show_a_fall_is_not_caught_up():
                                               for s in range(6, 60, 2)]
     end = call(samples(T0 + 30.0), progress, T0 + 30.0)
     assert end is None or end.ended != "caught_up", end
+
+
+def _first_decision(lag, progress, **kw):
+    for tenth in range(150, 590):  # every 0.1 s from 15 s to 59 s, as the runner asks about once a second
+        end = call(lag, progress, T0 + tenth / 10, trigger_interval_ms=3000.0, **kw)
+        if end is not None:
+            return end
+    return None
+
+
+def test_a_periodic_rate_is_judged_at_its_mean_over_whole_periods_so_a_burst_is_not_read_as_falling_behind():
+    """eh-burst: 600 events/s with a 1 s burst at 4,800/s every 8 s (from 4 s), read by a query that keeps up
+    (a 3 s trigger, each 2 s batch reading all that was there when it started). Judged at the rate of its start
+    (600/s, so a 3,600-event band) over windows ending anywhere in a period, the warm-up decided "not catching
+    up"; judged at its mean (1,125/s) over whole periods (3 x 8 s), it caught up."""
+    from harness.runner import rate_shape
+    from producers.rates import make_rate
+    from producers.spec import BurstRate
+
+    spec = BurstRate.model_validate({"kind": "burst", "base_eps": 600, "period_s": 8, "duration_s": 1,
+                                     "factor": 8, "offset_s": 4})
+    assert rate_shape(spec) == (600 * 7 / 8 + 4800 / 8, 8.0)  # 1,125 events/s, every 8 s
+    fn = make_rate(spec)
+    lag = [{"t": T0 + s / 2, "end": {"0": int(fn.cumulative(s / 2))}} for s in range(0, 2 * 60)]
+    progress = [batch(T0 + s, 2000, int(fn.cumulative(s)), rows=100) for s in range(3, 60, 3)]
+    assert _first_decision(lag, progress, rate_eps=600.0).ended == "not_catching_up"
+    assert _first_decision(lag, progress, rate_eps=1125.0, period_s=8.0).ended == "caught_up"
+    assert whole_periods(18.0, 8.0) == 24.0 and whole_periods(30.0, 8.0) == 32.0 and whole_periods(18.0, None) == 18.0
