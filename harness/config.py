@@ -23,6 +23,7 @@ from harness import machine
 from harness.backends import DEFAULT_KIND, SPECS, spec_union
 from harness.durations import spark_bytes, spark_trigger_ms
 from harness.faults import options_union
+from harness.nesting import too_deep
 from harness.paths import SCENARIOS_DIR
 from harness.suggest import did_you_mean, quote
 from harness.settings import check_setting_names
@@ -146,7 +147,8 @@ class TriggerSpec(Strict):
         return self.kind == "processingTime" and spark_trigger_ms(self.interval) > 0
 
 
-LOCAL_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\])$")
+LOCAL_MASTER = re.compile(r"^(local(\[([1-9]\d*|\*)(,[1-9]\d*)?\])?|local-cluster\[[1-9]\d*,[1-9]\d*,(\d+)\])$")
+MIN_EXECUTOR_MEMORY_MB = 450  # Spark refuses an executor below 1.5 x its 300 MB reserve (UnifiedMemoryManager)
 # a user's cluster, deploy mode client (the driver stays in the harness's query process): standalone (with its
 # standby masters), YARN (found through HADOOP_CONF_DIR / YARN_CONF_DIR), Kubernetes (the API server's URL)
 CLUSTER_MASTER = re.compile(r"^(spark://[A-Za-z0-9.-]+:\d{1,5}(,[A-Za-z0-9.-]+:\d{1,5})*|yarn|k8s://https?://\S+)$")
@@ -219,8 +221,12 @@ class SparkSpec(Strict):
     @field_validator("master")
     @classmethod
     def _master_url(cls, value: str) -> str:
-        if not (LOCAL_MASTER.match(value) or CLUSTER_MASTER.match(value)):
-            raise ValueError(f"not a master this harness can run on; allowed: {MASTERS_ALLOWED}")
+        local = LOCAL_MASTER.match(value)
+        if not (local or CLUSTER_MASTER.match(value)):
+            raise ValueError(f"not a master this harness can run on; allowed: {MASTERS_ALLOWED}, N and C from 1")
+        if local and local.group(5) is not None and int(local.group(5)) < MIN_EXECUTOR_MEMORY_MB:
+            raise ValueError(f"local-cluster's M is each executor's memory in MB: at least "
+                             f"{MIN_EXECUTOR_MEMORY_MB} (Spark refuses less), e.g. local-cluster[2,1,1024]")
         return value
 
     @model_validator(mode="after")
@@ -630,6 +636,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         except ValueError as exc:
             problem = problem or f"the key {quote(text[:at])} is not a dotted key as TOML reads it ({exc})"
             continue
+        deep = too_deep(text[at + 1:])
+        if deep:  # before the parser, which would recurse once per level and crash
+            raise ConfigError(f"--set {'.'.join(parts)}=...: the value is {deep}")
         return parts, _override_value(text[at + 1:])
     raise ConfigError(f"--set {quote(text)}: {problem}; bare segments are letters, digits, _ and -, any other "
                       "segment is quoted whole, e.g. spark.conf.\"spark.sql.shuffle.partitions\"=8")
@@ -759,6 +768,9 @@ def read_toml(path: Path) -> dict:
         line = raw[:exc.start].count(b"\n") + 1
         raise ConfigError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at line {line}); TOML files are "
                           "UTF-8: save it as UTF-8") from None
+    deep = too_deep(text)
+    if deep:
+        raise ConfigError(f"{path}: {deep}; a scenario is a few levels deep")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

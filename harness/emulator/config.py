@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness.errors import InputError
+from harness.nesting import too_deep
 from harness.suggest import did_you_mean
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
@@ -126,6 +127,9 @@ def load_config(path: str | None) -> EmulatorConfig:
         raise ConfigError(
             f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8 JSON"
         ) from None
+    deep = too_deep(text)
+    if deep:  # before the parser, which would recurse once per level and crash
+        raise ConfigError(f"{path}: {deep}; a Config.json is a few levels deep")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -247,6 +251,15 @@ def _parse(data, source: str) -> EmulatorConfig:
             emu.get("MaxIncompleteFrameBytes", DEFAULT_MAX_INCOMPLETE_FRAME_BYTES), source,
             "Emulator.MaxIncompleteFrameBytes", 64 * 1024, 1 << 40),
     )
+
+
+def check_hub_settings(settings: dict) -> None:
+    """A hub's settings given elsewhere (a scenario's [stream.config]) checked as Config.json's entity keys are,
+    before anything starts: ValueError "<key>: <what is allowed>, got <value>"."""
+    try:
+        _parse_entity({"Name": "hub", "PartitionCount": 1, **settings}, "@", "@", [])
+    except ConfigError as exc:
+        raise ValueError(str(exc).removeprefix("@: @.")) from None
 
 
 def _parse_entity(ent, source: str, where: str, seen: list[HubConfig]) -> HubConfig:

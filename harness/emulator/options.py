@@ -50,8 +50,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--no-websockets", action="store_true", help="start neither the WS nor the WSS listener")
     ap.add_argument("--accept-any-credential", action="store_true",
                     help="accept every SAS token, signed or not (default: tokens must be signed with a key of "
-                         "Config.json's Emulator.SharedAccessKeys, or with the key generated at start and printed "
-                         "in connection_string=); Azure never does this")
+                         "Config.json's Emulator.SharedAccessKeys, else with RootManageSharedAccessKey = "
+                         "SAS_KEY_VALUE, as Microsoft's emulator; the key is in connection_string=); Azure never "
+                         "does this")
+    ap.add_argument("--generate-key", action="store_true",
+                    help="sign-in key RootManageSharedAccessKey made at random at start (printed in "
+                         "connection_string=) instead of Microsoft's emulator's well-known SAS_KEY_VALUE")
     ap.add_argument("--key-env", metavar="VAR", default=None,
                     help="sign-in key RootManageSharedAccessKey from this environment variable, and printed as "
                          "${VAR} (never the key itself) in connection_string=: for a caller that keeps the key "
@@ -111,6 +115,15 @@ def run(args) -> int:
         cert_dir=args.cert_dir,
     )
     key = None
+    if args.generate_key and args.key_env:
+        from harness.errors import InputError
+
+        raise InputError("--generate-key and --key-env: one or the other (the key is made here, or taken from "
+                         f"{args.key_env})")
+    if args.generate_key:
+        from .server import generated_key
+
+        key = generated_key()
     if args.key_env:
         import os
 

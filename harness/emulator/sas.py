@@ -24,8 +24,8 @@ def parse_token(token: str) -> dict[str, str]:
     fields = {}
     for part in token[len(prefix):].split("&"):
         key, sep, value = part.partition("=")
-        if not sep:
-            raise SasError(f"malformed token field {part!r}")
+        if not sep:  # not quoted: a token is a credential
+            raise SasError(f"malformed token: field {len(fields) + 1} has no '=' ({len(part)} characters)")
         fields[key.strip()] = value
     for needed in ("sr", "sig", "se", "skn"):
         if needed not in fields:

@@ -68,10 +68,13 @@ def generated_key() -> str:
 
 
 def with_credentials(cfg: EmulatorConfig) -> EmulatorConfig:
-    """``cfg`` with a generated key when it has none and credentials are checked (so something can pass)."""
+    """``cfg`` with Microsoft's emulator's well-known key (RootManageSharedAccessKey = ``SAS_KEY_VALUE``, the one
+    in its documentation and samples) when it has none and credentials are checked: code written against that
+    emulator connects unchanged, and a token signed with any other key is still refused. A random key only when
+    asked for (``harness emulator serve --generate-key``)."""
     if cfg.sas_keys or cfg.accept_any_credential:
         return cfg
-    return dataclasses.replace(cfg, sas_keys={DEFAULT_KEY_NAME: generated_key()})
+    return dataclasses.replace(cfg, sas_keys={DEFAULT_KEY_NAME: DEFAULT_KEY})
 
 
 def port_holder(port: int) -> str:

@@ -127,7 +127,7 @@ def test_harness_emulator_serve_listens_on_the_chosen_ports(tmp_path):
         assert f"Endpoint=sb://127.0.0.1:{amqp};" in lines["connection_string"]
         assert (lines["tls_port"], lines["ws_port"], lines["wss_port"]) == (str(tls), str(ws), str(wss))
         key = dict(p.split("=", 1) for p in lines["connection_string"].split(";"))["SharedAccessKey"]
-        assert key != "SAS_KEY_VALUE" and len(key) == 44  # generated, base64 of 32 bytes
+        assert key == "SAS_KEY_VALUE"  # Microsoft's emulator's well-known key, unless --generate-key
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
@@ -190,3 +190,43 @@ def test_key_from_the_environment_is_checked_and_never_printed(tmp_path):
 def test_key_env_naming_an_unset_variable_is_exit_2(capsys):
     code, err = _serve(capsys, "--key-env", "SURELY_NOT_SET_ANYWHERE_42")
     assert code == 2 and "--key-env SURELY_NOT_SET_ANYWHERE_42: that environment variable is not set" in err
+
+
+def test_microsofts_documented_connection_string_works_and_a_generated_key_is_only_made_when_asked(tmp_path):
+    """Issue 31 item 9: the connection string of Microsoft's emulator documentation and samples connects (its
+    well-known key is the default, still checked: another key is refused); `--generate-key` makes a random one."""
+    from azure.eventhub import EventHubProducerClient
+    from azure.eventhub.exceptions import AuthenticationError
+
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps(GOOD), encoding="utf-8")
+    for extra in ([], ["--generate-key"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness", "emulator", "serve", "--no-tls", "--no-websockets", "--config",
+             str(config), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        try:
+            shown = proc.stdout.readline().strip().split("=", 1)[1]
+            port = shown.split("sb://127.0.0.1:", 1)[1].split(";", 1)[0]
+            documented = (f"Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+                          "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;EntityPath=eh1")
+            forged = documented.replace("SAS_KEY_VALUE", "d3Jvbmcta2V5")
+            key = dict(p.split("=", 1) for p in shown.rstrip(";").split(";"))["SharedAccessKey"]
+            with EventHubProducerClient.from_connection_string(documented, retry_total=0) as p:
+                if extra:
+                    assert key != "SAS_KEY_VALUE" and len(key) == 44  # base64 of 32 random bytes
+                    with pytest.raises(AuthenticationError):
+                        p.get_eventhub_properties()
+                else:
+                    assert key == "SAS_KEY_VALUE" and p.get_eventhub_properties()["eventhub_name"] == "eh1"
+            with EventHubProducerClient.from_connection_string(forged, retry_total=0) as p:
+                with pytest.raises(AuthenticationError):
+                    p.get_eventhub_properties()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(15) == 0
+
+
+def test_generate_key_with_key_env_is_exit_2(capsys):
+    code, err = _serve(capsys, "--generate-key", "--key-env", "X")
+    assert code == 2 and "--generate-key and --key-env: one or the other" in err

@@ -8,6 +8,7 @@ client's delivery report.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import threading
 import time
@@ -22,12 +23,13 @@ from kafka_raw import (API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 from harness.emulator import EmulatorConfig, EmulatorServer, HubConfig
 
-HUB = "kh-hostile"
+HUB, OTHER = "kh-hostile", "kh-other"
 
 
 @pytest.fixture(scope="module")
 def kemu():
-    server = EmulatorServer(EmulatorConfig(hubs=(HubConfig(HUB, 1, ("$Default",)),)), tls_port=None,
+    server = EmulatorServer(EmulatorConfig(hubs=(HubConfig(HUB, 1, ("$Default",)), HubConfig(OTHER, 1, ("$Default",)))),
+                            tls_port=None,
                             ws_port=None, wss_port=None, kafka_port=0, kafka_tls_port=None).start()
     yield server
     server.stop()
@@ -190,15 +192,16 @@ def _rss(proc) -> int:
     return proc.memory_info().rss
 
 
-def test_hoarders_of_incomplete_requests_keep_the_emulators_rss_bounded(tmp_path):
-    """60 peers each declaring a 1 MB request and sending 900 KB of it: the bytes held for incomplete requests
-    are capped by the emulator's shared budget (here 8 MiB, `Emulator.MaxIncompleteFrameBytes`), so its resident
-    memory stays within 25 MB of where it started, and a real producer is served throughout."""
+@contextlib.contextmanager
+def _crowd_emulator(tmp_path):
+    """An emulator in a process of its own (its RSS measured alone; shared budget 8 MiB,
+    `Emulator.MaxIncompleteFrameBytes`) with one hub, `crowd`, and a real producer sending to it for the whole
+    block: yields (kafka port, connection string, the producer's acks, its errors, the emulator's
+    psutil.Process)."""
     import json
     import os
     import subprocess
     import sys
-    from concurrent.futures import ThreadPoolExecutor
 
     import psutil
 
@@ -245,9 +248,37 @@ def test_hoarders_of_incomplete_requests_keep_the_emulators_rss_bounded(tmp_path
         t = threading.Thread(target=run, daemon=True)
         t.start()
         assert _wait(lambda: len(acked) > 5, 20), f"the producer never got going: {errors}"
-        emu = psutil.Process(server.pid)
-        baseline = peak = _rss(emu)
+        yield port, lines["connection_string"], acked, errors, psutil.Process(server.pid)
+        assert server.poll() is None
+    finally:
+        stop.set()
+        if t is not None:
+            t.join(15)  # the producer flushes while the emulator still runs
+        server.terminate()
+        server.wait(10)
 
+
+def _crowd(emu, peers: int, peer, seconds: float = 3.0) -> tuple[list, float, float]:
+    """`peers` hostile peers at once (`peer(i)` -> whether the emulator closed it); (outcomes, RSS at the start,
+    the RSS peak meanwhile)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    baseline = peak = _rss(emu)
+    with ThreadPoolExecutor(peers) as pool:
+        outcomes = pool.map(peer, range(peers))
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            peak = max(peak, _rss(emu))
+            time.sleep(0.1)
+        outcomes = list(outcomes)
+    return outcomes, baseline, max(peak, _rss(emu))
+
+
+def test_hoarders_of_incomplete_requests_keep_the_emulators_rss_bounded(tmp_path):
+    """60 peers each declaring a 1 MB request and sending 900 KB of it: the bytes held for incomplete requests
+    are capped by the emulator's shared budget, so its resident memory stays within 25 MB of where it started,
+    and a real producer is served throughout."""
+    with _crowd_emulator(tmp_path) as (port, _conn, acked, errors, emu):
         def hoard(_):
             s = connect(port)
             try:
@@ -261,22 +292,250 @@ def test_hoarders_of_incomplete_requests_keep_the_emulators_rss_bounded(tmp_path
                 s.close()
 
         before = len(acked)
-        with ThreadPoolExecutor(60) as pool:
-            outcomes = pool.map(hoard, range(60))
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                peak = max(peak, _rss(emu))
-                time.sleep(0.1)
-            outcomes = list(outcomes)
-        peak = max(peak, _rss(emu))
+        outcomes, baseline, peak = _crowd(emu, 60, hoard)
         assert (peak - baseline) / 1e6 < 25, f"emulator RSS grew {(peak - baseline) / 1e6:.1f} MB"
         assert outcomes.count(True) >= 45, "the emulator did not close the biggest holders"
         assert len(acked) >= before + 10, "the producer stalled while the crowd hoarded"
         assert errors == []
-        assert server.poll() is None
+
+
+def _sasl_message(port: int, user: str, password: str) -> tuple[int, str | None]:
+    from kafka_raw import (parse_sasl_authenticate_v0, parse_sasl_handshake_v1, sasl_authenticate_v0,
+                           sasl_handshake_v1)
+
+    s = connect(port)
+    try:
+        s.sendall(sasl_handshake_v1(2))
+        assert parse_sasl_handshake_v1(read_response(s))[1] == 0
+        s.sendall(sasl_authenticate_v0(3, user, password))
+        _, err, msg = parse_sasl_authenticate_v0(read_response(s))
+        return err, msg
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("swap", ["user and password swapped", "a token in the user name"])
+def test_a_refused_login_never_echoes_what_may_hold_a_secret(kemu, bystander, swap):
+    """Issue 31 item 4: a client that swaps user name and password sent the connection string, key included, as
+    its user name; the refusal quoted it back (librdkafka logs it at every retry)."""
+    conn = kemu.connection_string()
+    key = dict(p.split("=", 1) for p in conn.rstrip(";").split(";") if "=" in p)["SharedAccessKey"]
+    user = conn if swap.startswith("user") else "SharedAccessSignature sr=x&sig=c2VjcmV0LXNpZw&se=1&skn=k"
+    err, msg = _sasl_message(kemu.kafka_port, user, "$ConnectionString")
+    assert err == 58 and msg  # SASL_AUTHENTICATION_FAILED, with a reason
+    assert key not in msg and "c2VjcmV0LXNpZw" not in msg and "SharedAccessKey=" not in msg, msg
+    assert "$ConnectionString" in msg  # what the user name must be
+    _still_served(bystander)
+
+
+def test_a_malformed_token_is_refused_without_quoting_it(kemu, bystander):
+    conn = kemu.connection_string().rstrip(";")
+    err, msg = _sasl_message(kemu.kafka_port, "$ConnectionString",
+                             conn.split(";SharedAccessKeyName")[0] + ";SharedAccessSignature=SharedAccessSignature "
+                             "sr=eh&sig=c2VjcmV0LXNpZw&broken-c2VjcmV0")
+    assert err == 58 and "c2VjcmV0" not in msg, msg
+
+
+def _token_password(kemu, resource_path: str, host: str | None = None) -> str:
+    """A connection string carrying a SAS token for `resource_path`, signed with the emulator's own key."""
+    from harness.emulator import sas
+
+    name, key = kemu.sas_key
+    host = host or f"127.0.0.1:{kemu.port}"
+    token = sas.make_token(f"sb://{host}/{resource_path}", name, key)
+    return f"Endpoint=sb://{host}/;SharedAccessSignature={token}"
+
+
+def _produce_error(conf: dict, topic: str) -> str | None:
+    """The delivery report's error of one event sent with `conf` (its name), None when it was acked."""
+    got = []
+    p = Producer(dict(conf, **{"message.timeout.ms": 8000, "acks": "all"}))
+    p.produce(topic, b"scoped", partition=0, on_delivery=lambda err, msg: got.append(err))
+    p.flush(12)
+    assert got, "no delivery report"
+    return None if got[0] is None else got[0].name()
+
+
+def test_a_hub_scoped_token_reaches_its_hub_only(kemu, bystander):
+    """Issue 31 item 3: a token signed for one hub produced to and read from every hub over Kafka; AMQP refused
+    it, as the service does. Every request naming a hub outside it is now refused, and all-topics metadata lists
+    only its hub."""
+    from confluent_kafka.admin import AdminClient
+
+    conf = client_conf(kemu, password=_token_password(kemu, OTHER))
+    assert _produce_error(conf, OTHER) is None
+    assert _produce_error(conf, HUB) == "TOPIC_AUTHORIZATION_FAILED"
+    listed = AdminClient(conf).list_topics(timeout=10).topics
+    assert set(listed) == {OTHER}, listed
+    assert listed[OTHER].error is None
+    namespace_wide = client_conf(kemu, password=_token_password(kemu, ""))
+    assert _produce_error(namespace_wide, HUB) is None
+    _still_served(bystander)
+
+
+def test_a_credential_for_another_namespace_is_refused(kemu, bystander):
+    """A connection string (or a token) for another namespace, signed with the right key, was accepted."""
+    name, key = kemu.sas_key
+    other_ns = f"Endpoint=sb://otherns.servicebus.windows.net/;SharedAccessKeyName={name};SharedAccessKey={key}"
+    for password in (other_ns, _token_password(kemu, HUB, host="otherns.servicebus.windows.net")):
+        err, msg = _sasl_message(kemu.kafka_port, "$ConnectionString", password)
+        assert err == 58 and "otherns.servicebus.windows.net" in msg and key not in msg, msg
+    own = f"Endpoint=sb://emulatorns1.servicebus.windows.net/;SharedAccessKeyName={name};SharedAccessKey={key}"
+    assert _sasl_message(kemu.kafka_port, "$ConnectionString", own)[0] == 0  # its own name: host-name clients
+    _still_served(bystander)
+
+
+def test_a_compressed_batch_cannot_carry_an_event_over_the_size_limit(kemu, bystander):
+    """Issue 31 item 7: the size check read the compressed bytes, so 4 MB of one value in a 4 KB gzip batch was
+    stored and delivered over AMQP as a 4 MB event. The limit is on the event, decompressed."""
+    before = kemu.snapshot()["hubs"][OTHER]["partitions"]["0"]["retained_events"]
+    conf = client_conf(kemu, **{"compression.type": "gzip", "message.max.bytes": 10_000_000,
+                                "batch.size": 10_000_000})
+    assert _produce_error_value(conf, OTHER, b"a" * 4_000_000) == "MSG_SIZE_TOO_LARGE"
+    assert _produce_error_value(conf, OTHER, b"a" * 1000) is None  # a small one still goes
+    after = kemu.snapshot()["hubs"][OTHER]["partitions"]["0"]["retained_events"]
+    assert after - before == 1  # the small one, never the large one
+    _still_served(bystander)
+
+
+def _produce_error_value(conf: dict, topic: str, value: bytes) -> str | None:
+    got = []
+    p = Producer(dict(conf, **{"message.timeout.ms": 8000, "acks": "all"}))
+    p.produce(topic, value, partition=0, on_delivery=lambda err, msg: got.append(err))
+    p.flush(12)
+    assert got, "no delivery report"
+    return None if got[0] is None else got[0].name()
+
+
+def test_a_small_request_naming_a_million_topics_is_refused_without_a_freeze(kemu, bystander):
+    """Issue 31 item 2: a 4 MiB Metadata v4 naming 2,097,120 empty topic names got an 18.9 MB reply after a 6 s
+    freeze of every client (1.5 GB peak). An array is bounded by what a namespace can hold: the connection is
+    closed at once, and a real client on another connection is served meanwhile."""
+    s, apis = authenticated(kemu.kafka_port, kemu.connection_string())
+    names = 1_000_000
+    body = struct.pack(">i", names) + struct.pack(">h", 0) * names + b"\x00"  # v4: int16 strings, all empty
+    started = time.monotonic()
+    s.sendall(framed(header_v1(METADATA, 4, 9) + body))
+    assert closed_by_peer(s, timeout=5.0)
+    assert time.monotonic() - started < 3.0
+    _still_served(bystander)
+
+
+def test_groups_that_hold_nothing_are_forgotten(kemu, bystander):
+    """Issue 31 item 6: every JoinGroup left its group for ever (20,000 of them listed 20,001 groups after every
+    session ended), also a refused one. A group with no member, no pending member id and no committed offset is
+    removed, as Kafka's empty group without offsets is; one with offsets stays."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client_conf(kemu))
+
+    def listed() -> set[str]:
+        return {g.group_id for g in admin.list_consumer_groups(request_timeout=10).result().valid}
+
+    before = listed()
+    ids = [f"transient-{i}" for i in range(12)]
+    for gid in ids:
+        c = Consumer(client_conf(kemu, **{"group.id": gid, "enable.auto.commit": False,
+                                          "auto.offset.reset": "earliest", "session.timeout.ms": 6000}))
+        c.subscribe([HUB])
+        c.poll(3)
+        c.close()  # LeaveGroup: no member left, nothing committed
+    keeper = Consumer(client_conf(kemu, **{"group.id": "keeps-offsets", "enable.auto.commit": False,
+                                           "auto.offset.reset": "earliest"}))
+    keeper.subscribe([HUB])
+    msg = None
+    deadline = time.monotonic() + 15
+    while msg is None and time.monotonic() < deadline:
+        msg = keeper.poll(1)
+    assert msg is not None and msg.error() is None
+    keeper.commit(message=msg, asynchronous=False)
+    keeper.close()
+    # a refused join: session timeout below the service's 6 s
+    refused = Consumer(client_conf(kemu, **{"group.id": "refused-join", "session.timeout.ms": 1000}))
+    refused.subscribe([HUB])
+    refused.poll(2)
+    refused.close()
+    assert _wait(lambda: listed() - before == {"keeps-offsets"}, 10), listed() - before
+    _still_served(bystander)
+
+
+def _produce_v3(correlation_id: int, topic: str, entries: list[tuple[int, bytes]]) -> bytes:
+    """Produce v3 (acks 1) carrying each (partition, record batches) entry, as the protocol guide lays it out."""
+    t = topic.encode()
+    body = struct.pack(">hhi", -1, 1, 10_000) + struct.pack(">ih", 1, len(t)) + t + struct.pack(">i", len(entries))
+    for index, data in entries:
+        body += struct.pack(">ii", index, len(data)) + data
+    return framed(header_v1(0, 3, correlation_id) + body)
+
+
+def _gzip_bomb(count: int) -> bytes:
+    """A v2 batch of `count` identical empty records (offset delta 0 each, as the batch's last one says), gzip at
+    level 9: a few KB that inflate to megabytes of records (the batch layout of records.encode_batch)."""
+    import zlib
+
+    from harness.emulator.kafka import records as R
+
+    body = R._encode_record(0, 0, None, b"", []) * count
+    deflater = zlib.compressobj(9, zlib.DEFLATED, 31)
+    gz = deflater.compress(body) + deflater.flush()
+    covered = R._HEAD.pack(R.GZIP, 0, 0, 0, -1, -1, -1, count) + gz
+    return R._PREFIX.pack(0, len(covered) + 9, -1, R.MAGIC, R._crc32c.crc32c(covered)) + covered
+
+
+def _produce_v3_errors(payload: bytes) -> list[int]:
+    """Each partition's error code in a Produce v3 response (correlation id first; per partition: index, error,
+    base offset, log append time)."""
+    pos = 4
+    (topics,) = struct.unpack_from(">i", payload, pos)
+    pos += 4
+    out = []
+    for _ in range(topics):
+        (n,) = struct.unpack_from(">h", payload, pos)
+        pos += 2 + n
+        (parts,) = struct.unpack_from(">i", payload, pos)
+        pos += 4
+        for _ in range(parts):
+            out.append(struct.unpack_from(">h", payload, pos + 4)[0])
+            pos += 4 + 2 + 8 + 8
+    return out
+
+
+def test_a_decompression_bomb_is_refused_within_the_requests_budget_without_a_freeze(kemu, bystander):
+    """Issue 31 item 1: one Produce carrying three gzip batches of 590,000 empty records each (6 KB apiece) froze
+    the emulator for 12 s and doubled its memory: each batch was inside the per-batch inflate cap, nothing bounded
+    the request. The request's records are now counted against one budget before they are decoded, and long
+    decoding leaves the event loop: the bomb is refused and a real producer is served throughout, each of its
+    round trips within a second."""
+    bomb = _gzip_bomb(590_000)
+    assert len(bomb) < 10_000
+    s, _apis = authenticated(kemu.kafka_port, kemu.connection_string())
+    gaps = []
+    stop = threading.Event()
+
+    def watch():  # the bystander's acks keep coming, never more than a second apart
+        last, n = time.monotonic(), len(bystander)
+        while not stop.is_set():
+            time.sleep(0.05)
+            if len(bystander) > n:
+                now = time.monotonic()
+                gaps.append(now - last)
+                last, n = now, len(bystander)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        started = time.monotonic()
+        s.sendall(_produce_v3(7, OTHER, [(0, bomb), (0, bomb), (0, bomb)]))
+        reply = read_response(s)
+        took = time.monotonic() - started
+        time.sleep(1.0)
     finally:
         stop.set()
-        if t is not None:
-            t.join(15)  # the producer flushes while the emulator still runs
-        server.terminate()
-        server.wait(10)
+        watcher.join(5)
+        s.close()
+    assert set(_produce_v3_errors(reply)) <= {10, 44}, reply.hex()  # MESSAGE_TOO_LARGE or POLICY_VIOLATION
+    assert 44 in _produce_v3_errors(reply)  # the request's record budget, before the third batch was decoded
+    assert took < 5.0, f"the refusal took {took:.1f} s"
+    assert gaps and max(gaps) < 1.0, f"the bystander waited {max(gaps):.2f} s for an ack during the bomb"
+    assert kemu.snapshot()["hubs"][OTHER]["partitions"]["0"]["retained_events"] < 590_000

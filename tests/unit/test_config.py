@@ -111,3 +111,26 @@ def test_replay_csv_is_relative_to_the_scenario_and_checked_at_load(tmp_path):
     (tmp_path / "shape.csv").write_text("t,rate\n0,100\n0,300\n")  # t must increase
     with pytest.raises(ConfigError, match=r"s\.toml: producers\.rate: .*shape\.csv"):
         load_scenario(write(tmp_path, text))
+
+
+@pytest.mark.parametrize("scenario, override, message", [
+    # issue 31 item 10: these passed `harness validate` and were refused only when the emulator or Spark started
+    ("eh-steady", "stream.config.MaxEventsPerPartition=-1",
+     "stream.config: MaxEventsPerPartition: must be an integer between 1 and 1000000000, got -1"),
+    ("eh-steady", "stream.config.MaxEventsPerPartition='abc'", "MaxEventsPerPartition: must be an integer"),
+    ("eh-steady", "stream.config.MaxEventsPerPartition=0", "got 0"),
+    ("eh-steady", "stream.config.RetentionSeconds=-5", "RetentionSeconds"),
+    ("steady", 'spark.master="local[0]"', "spark.master: not a master this harness can run on"),
+    ("steady", 'spark.master="local-cluster[0,1,1024]"', "spark.master: not a master this harness can run on"),
+    ("steady", 'spark.master="local-cluster[2,1,256]"', "local-cluster's M is each executor's memory in MB: at "
+                                                         "least 450"),
+])
+def test_settings_refused_at_start_are_refused_at_load(scenario, override, message):
+    with pytest.raises(ConfigError) as err:
+        load_scenario(scenario, [override])
+    assert message in str(err.value)
+
+
+def test_hub_settings_the_emulator_takes_still_load():
+    s, _, _ = load_scenario("eh-steady", ["stream.config.MaxEventsPerPartition=5000", "stream.config.RetentionSeconds=30"])
+    assert s.stream.config == {"MaxEventsPerPartition": 5000, "RetentionSeconds": 30}

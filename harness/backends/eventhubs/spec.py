@@ -15,6 +15,7 @@ from harness.backends.base import Backend, BackendSpec
 from harness.backends.capabilities import Capability, EmulatorControl, EpochReceivers
 from harness.backends.eventhubs.kafka_endpoint import SET_BY_HARNESS as KAFKA_SET_BY_HARNESS
 from harness.backends.kafka.spec import KafkaSpec
+from harness.emulator.config import check_hub_settings
 from harness.suggest import did_you_mean
 
 # `[stream.config]` keys the emulator applies to the hub (its Config.json entity keys)
@@ -155,3 +156,4 @@ class EventHubsSpec(BackendSpec):
             if self.mode == "container":
                 raise ValueError(f"{key!r}: Microsoft's emulator (mode = 'container') takes no hub settings from "
                                  f"the harness (its retention is its own); use mode = 'emulator' for them")
+        check_hub_settings(config)  # the values as the emulator will check them when it starts

@@ -79,6 +79,16 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id)
         return g
 
+    def drop_if_unused(self, g: Group) -> None:
+        """Forget a group that holds nothing: no member, no member id handed out and awaited, no committed offset
+        (Kafka's empty group without offsets becomes Dead and is removed). A request that failed leaves nothing
+        behind, and 20,000 JoinGroups leave no 20,000 groups once their sessions ended."""
+        if (g.state == EMPTY and not g.members and not g.pending and not g.offsets
+                and self.groups.get(g.group_id) is g):
+            if g.rebalance_timer is not None:
+                g.rebalance_timer.cancel()
+            del self.groups[g.group_id]
+
     # ------------------------------------------------------------------ hubs
     def hub_changed(self, hub_name: str) -> None:
         """Drop committed offsets of a hub that was deleted or recreated (an age-out leaves the same hub)."""
@@ -154,6 +164,7 @@ class GroupCoordinator:
         g.generation += 1
         if not g.members:
             g.state, g.protocol, g.protocol_type, g.leader = EMPTY, None, None, None
+            self.drop_if_unused(g)
             return
         g.protocol = _select_protocol(g.members.values())
         if g.leader not in g.members:
@@ -172,6 +183,20 @@ class GroupCoordinator:
     async def join(self, g: Group, member_id: str, instance_id: str | None, session_ms: int, rebalance_ms: int,
                    protocol_type: str, protocols: list[tuple[str, bytes]], client_id: str, client_host: str,
                    require_known_member: bool) -> dict:
+        result = await self._join(g, member_id, instance_id, session_ms, rebalance_ms, protocol_type, protocols,
+                                  client_id, client_host, require_known_member)
+        if result.get("error", E.NONE) not in (E.NONE, E.MEMBER_ID_REQUIRED):
+            self.drop_if_unused(g)  # a refused join creates no group
+        return result
+
+    def _forget_pending(self, g: Group, member_id: str) -> None:
+        """A member id handed out with MEMBER_ID_REQUIRED that was not used to join within its session timeout."""
+        g.pending.discard(member_id)
+        self.drop_if_unused(g)
+
+    async def _join(self, g: Group, member_id: str, instance_id: str | None, session_ms: int, rebalance_ms: int,
+                    protocol_type: str, protocols: list[tuple[str, bytes]], client_id: str, client_host: str,
+                    require_known_member: bool) -> dict:
         if not g.group_id:
             return {"error": E.INVALID_GROUP_ID}
         if not MIN_SESSION_TIMEOUT_MS <= session_ms <= MAX_SESSION_TIMEOUT_MS:
@@ -186,7 +211,8 @@ class GroupCoordinator:
                     self._remove(g, old)  # the static member came back under a new id: fence the old one
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member and instance_id is None:
-                g.pending.add(member_id)
+                g.pending.add(member_id)  # kept for one session timeout, as Kafka keeps a pending member
+                self.loop.call_later(session_ms / 1000, self._forget_pending, g, member_id)
                 return {"error": E.MEMBER_ID_REQUIRED, "member_id": member_id}
         elif member_id not in g.members and member_id not in g.pending:
             return {"error": E.UNKNOWN_MEMBER_ID, "member_id": member_id}

@@ -212,9 +212,13 @@ async def offset_commit(session, version: int, r: Reader) -> bytes:
     results = []
     for name, parts in topics:
         out = []
+        denied = E.TOPIC_AUTHORIZATION_FAILED if not session.covers(name) else E.NONE
         for index, offset, epoch, meta in parts:
-            out.append((index, check if check != E.NONE else coord.commit(g, name, index, offset, epoch, meta)))
+            out.append((index, check if check != E.NONE else denied if denied != E.NONE
+                        else coord.commit(g, name, index, offset, epoch, meta)))
         results.append((name, out))
+    if g is not None:
+        coord.drop_if_unused(g)  # a commit that failed everywhere leaves no group behind
     w = Writer()
     if version >= 3:
         w.int32(0)
@@ -254,9 +258,9 @@ async def offset_fetch(session, version: int, r: Reader) -> bytes:
                     names.setdefault(t, []).append(p)
             topics = list(names.items())
         rows = []
-        for name, parts in topics:
-            rows.append((name, [(p, *(coord.committed(g, name, p) if g is not None else (-1, -1, "")))
-                                for p in parts]))
+        for name, parts in topics:  # a hub outside the credential: nothing committed there is shown
+            rows.append((name, [(p, *(coord.committed(g, name, p) if g is not None and session.covers(name)
+                                      else (-1, -1, ""))) for p in parts]))
         answers.append((group_id, rows))
 
     def partition(w, p):

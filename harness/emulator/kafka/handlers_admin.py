@@ -71,9 +71,11 @@ async def describe_configs(session, version: int, r: Reader) -> bytes:
     results = []
     for kind, name, keys in resources:
         if kind == TOPIC:
-            hub = broker.hub(name)
+            hub = session.hub(name)
             if hub is None:
-                results.append((E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist", kind, name, []))
+                error = session.topic_error(name)
+                results.append((error, f"Topic '{name}' does not exist" if error == E.UNKNOWN_TOPIC_OR_PARTITION
+                                else f"Not authorized to access topic '{name}'", kind, name, []))
                 continue
             configs = topic_configs(broker, hub)
         elif kind == BROKER:

@@ -98,7 +98,7 @@ async def fetch(session, version: int, r: Reader) -> bytes:
         await asyncio.sleep(throttle / 1000.0)
     deadline = time.monotonic() + min(max_wait, MAX_WAIT_S)
     while True:
-        results, total = _read(broker, topics, max_bytes)
+        results, total = _read(session, topics, max_bytes)
         wait = deadline - time.monotonic()
         if total >= min_bytes or wait <= 0 or session.closed or top_error != E.NONE or _any_error(results):
             break  # an error (hub deleted, offset aged out) is news the client needs now, as data is
@@ -129,18 +129,19 @@ def _any_error(results) -> bool:
     return any(res[1] != E.NONE for _, parts in results for res in parts)
 
 
-def _read(broker, topics, max_bytes: int):
+def _read(session, topics, max_bytes: int):
     """[(topic, [(index, error, high watermark, log start, None, (batch bytes, count) | None)])], bytes found."""
     results = []
     budget = max_bytes
     total = 0
     for name, parts in topics:
-        hub = broker.hub(name)
+        hub = session.hub(name)
+        missing = E.UNKNOWN_TOPIC_OR_PARTITION if hub is not None else session.topic_error(name)
         out = []
         for index, offset, limit in parts:
             p = hub.partitions.get(str(index)) if hub is not None and index >= 0 else None
             if p is None:
-                out.append((index, E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None, None))
+                out.append((index, missing, -1, -1, None, None))
                 continue
             if p.count == 0:  # nothing retained: the log starts where the next event will be
                 start = p.next_seq
@@ -174,7 +175,7 @@ async def _wait_for_data(session, broker, topics, timeout: float) -> None:
     waiter = FetchWaiter(session)
     logs = []
     for name, parts in topics:
-        hub = broker.hub(name)
+        hub = session.hub(name)
         if hub is None:
             continue
         for index, _, _ in parts:
@@ -228,7 +229,10 @@ async def list_offsets(session, version: int, r: Reader) -> bytes:
 
     results = []
     for name, parts in topics:
-        hub = broker.hub(name)
+        hub = session.hub(name)
+        if hub is None and session.topic_error(name) == E.TOPIC_AUTHORIZATION_FAILED:
+            results.append((name, [(index, E.TOPIC_AUTHORIZATION_FAILED, -1, -1) for index, _ in parts]))
+            continue
         results.append((name, [_offset_for(hub, index, ts) for index, ts in parts]))
     w.arr(results, lambda w, t: w.str(t[0], flex).arr(t[1], part, flex).tags(flex), flex)
     return w.tags(flex).getvalue()

@@ -73,16 +73,16 @@ async def metadata(session, version: int, r: Reader) -> bytes:
     r.tags(flex)
     broker = session.broker
     if requested is None or (version == 0 and not requested):  # v0: empty = all topics; v1+: null = all
-        topics = [(E.NONE, hub.name, hub) for hub in broker.hubs.values()]
+        topics = [(E.NONE, hub.name, hub) for hub in broker.hubs.values() if session.covers(hub.name)]
     else:
         topics = []
         for tid, name in requested:
             if name is None:  # by id (v10+)
-                hub = next((h for h in broker.hubs.values() if topic_id(h) == tid), None)
+                hub = next((h for h in broker.hubs.values() if topic_id(h) == tid and session.covers(h.name)), None)
                 topics.append((E.NONE if hub else E.UNKNOWN_TOPIC_ID, hub.name if hub else None, hub))
                 continue
-            hub = broker.hub(name)
-            topics.append((E.NONE if hub is not None else E.UNKNOWN_TOPIC_OR_PARTITION, name, hub))
+            hub = session.hub(name)
+            topics.append((E.NONE if hub is not None else session.topic_error(name), name, hub))
     host, port = session.endpoint.advertised(session)
     w = Writer()
     if version >= 3:

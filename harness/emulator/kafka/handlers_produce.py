@@ -32,6 +32,9 @@ from .wire import Api, Reader, Writer
 
 PRODUCE, INIT_PRODUCER_ID = 0, 22
 THROTTLE_MS = 1000
+# a partition's records decoded on the event loop itself up to this many (a few ms); more, or compressed ones
+# (whose size only inflating tells), in a worker thread while the loop serves other clients
+INLINE_RECORDS = 2_000
 KEPT_BATCHES = 5  # per producer and partition, as Kafka keeps them for duplicate detection
 _SEQ_WRAP = 1 << 31
 
@@ -71,16 +74,20 @@ async def produce(session, version: int, r: Reader) -> bytes | None:
     if throttle:
         await asyncio.sleep(throttle / 1000.0)
     results = []
+    budget = records.Budget()  # what this request may make the endpoint decode, over all its partitions
     for name, parts in topics:
-        hub = broker.hub(name)
+        hub = session.hub(name)
+        denied = hub is None and session.topic_error(name) == E.TOPIC_AUTHORIZATION_FAILED
         out = []
         for index, data in parts:
             if acks not in (0, 1, -1):
                 out.append(_Result(index, E.INVALID_REQUIRED_ACKS))
             elif transactional_id is not None:
                 out.append(_Result(index, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            elif denied:  # nothing of it is decoded or stored
+                out.append(_Result(index, E.TOPIC_AUTHORIZATION_FAILED))
             else:
-                out.append(_append(session, hub, index, data))
+                out.append(await _append(session, hub, index, data, budget))
         results.append((name, out))
     if acks == 0:
         return None
@@ -101,7 +108,15 @@ async def produce(session, version: int, r: Reader) -> bytes | None:
     return w.tags(flex).getvalue()
 
 
-def _append(session, hub, index: int, data: bytes | None) -> _Result:
+def _decode(data: bytes, budget: records.Budget) -> tuple[list, list[list[bytes]]]:
+    """The batches in ``data`` and each record as the AMQP message it becomes (mapping.py)."""
+    batches = records.decode_batches(data, budget=budget)
+    return batches, [[mapping.amqp_message(rec.key, rec.value, rec.headers,
+                                           batch.first_timestamp + rec.timestamp_delta)
+                      for rec in batch.records] for batch in batches]
+
+
+async def _append(session, hub, index: int, data: bytes | None, budget: records.Budget) -> _Result:
     partition = hub.partitions.get(str(index)) if hub is not None and index >= 0 else None
     if partition is None:
         return _Result(index, E.UNKNOWN_TOPIC_OR_PARTITION)
@@ -112,11 +127,22 @@ def _append(session, hub, index: int, data: bytes | None) -> _Result:
         return _Result(index, E.MESSAGE_TOO_LARGE, log_start=partition.begin_seq,
                        message=f"The record batch is {len(data)} bytes, more than the maximum of {limit} bytes")
     try:
-        batches = records.decode_batches(data)
+        count, compressed = records.declared_records(data)
+        if compressed or count > INLINE_RECORDS:  # long work off the event loop, which serves every client
+            batches, events = await asyncio.to_thread(_decode, data, budget)
+        else:
+            batches, events = _decode(data, budget)
     except records.RecordError as exc:
         return _Result(index, exc.error_code, log_start=partition.begin_seq, message=str(exc))
+    # every record as the event it becomes, checked against the event size limit before anything is stored: the
+    # limit is the service's on the event, so a compressed batch cannot carry a larger one past it
+    largest = max((len(m) for msgs in events for m in msgs), default=0)
+    if largest > limit:
+        return _Result(index, E.MESSAGE_TOO_LARGE, log_start=partition.begin_seq,
+                       message=f"A record is {largest} bytes as an event (decompressed), more than the maximum of "
+                               f"{limit} bytes")
     base = None  # offset of the request's first record: a new one, or the original of a retried batch
-    for batch in batches:
+    for batch, messages in zip(batches, events):
         if batch.is_transactional or batch.is_control:
             return _Result(index, E.INVALID_RECORD, message="transactional and control batches are not supported")
         if batch.producer_id >= 0:
@@ -126,8 +152,6 @@ def _append(session, hub, index: int, data: bytes | None) -> _Result:
             if duplicate_of is not None:  # a retry of a batch already written: its original offset, nothing new
                 base = duplicate_of if base is None else base
                 continue
-        messages = [mapping.amqp_message(rec.key, rec.value, rec.headers, batch.first_timestamp + rec.timestamp_delta)
-                    for rec in batch.records]
         if not messages:
             continue
         start = partition.next_seq

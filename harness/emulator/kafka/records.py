@@ -227,12 +227,56 @@ def _gunzip(data, limit: int) -> bytes:
     return b"".join(out)
 
 
-def decode_batches(data, max_uncompressed: int = DEFAULT_MAX_FRAME_SIZE) -> list[RecordBatch]:
-    """Every batch in a Produce request's ``records`` bytes, CRC-checked and decompressed.
+class Budget:
+    """What one request may make the endpoint decode, over all its batches and partitions: decompressed bytes and
+    records. A batch's inflate limit alone let one Produce carry several batches of hundreds of thousands of empty
+    records each (a few KB of gzip), frozen the event loop for seconds and doubled the emulator's memory. A real
+    producer's request (the service takes 1 MB; librdkafka's batches are at most 1,000,000 bytes) is far inside."""
 
-    Raises RecordError (CORRUPT_MESSAGE, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, MESSAGE_TOO_LARGE) for the
-    first bad batch: a Produce partition is accepted or refused whole, as a broker does.
+    RECORDS, BYTES = 100_000, 16 * 1024 * 1024
+
+    def __init__(self, records: int = RECORDS, nbytes: int = BYTES) -> None:
+        self.records, self.bytes = records, nbytes
+
+    def take_records(self, count: int) -> None:
+        if count > self.records:
+            raise RecordError(E.POLICY_VIOLATION, f"the request holds more than {Budget.RECORDS:,} records in all, "
+                                                  f"the most this endpoint decodes for one request")
+        self.records -= count
+
+    def take_bytes(self, n: int) -> None:
+        if n > self.bytes:
+            raise RecordError(E.MESSAGE_TOO_LARGE, f"the request's records decompress to more than "
+                                                   f"{Budget.BYTES:,} bytes in all, the most this endpoint accepts")
+        self.bytes -= n
+
+
+def declared_records(data) -> tuple[int, bool]:
+    """(records the batches in ``data`` declare, whether any is compressed), read from their headers only: how
+    much decoding them will take, known before any of it is done. A header that does not fit stops the count
+    (decode_batches says what is wrong with it)."""
+    buf, pos, total, compressed = memoryview(data), 0, 0, False
+    while len(buf) - pos >= _HEADER_SIZE:
+        _base, length = struct.unpack_from(">qi", buf, pos)
+        attrs, *_rest, count = _HEAD.unpack_from(buf, pos + _CRC_START)
+        total += max(0, count)
+        compressed = compressed or bool(attrs & _COMPRESSION_MASK)
+        if length <= 0:
+            break
+        pos += _LENGTH_END + length
+    return total, compressed
+
+
+def decode_batches(data, max_uncompressed: int = DEFAULT_MAX_FRAME_SIZE,
+                   budget: Budget | None = None) -> list[RecordBatch]:
+    """Every batch in a Produce request's ``records`` bytes, CRC-checked and decompressed, within ``budget`` (the
+    request's, shared by all its partitions; a fresh one when None): records counted before they are decoded,
+    inflated bytes before they are produced.
+
+    Raises RecordError (CORRUPT_MESSAGE, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, MESSAGE_TOO_LARGE,
+    POLICY_VIOLATION) for the first bad batch: a Produce partition is accepted or refused whole, as a broker does.
     """
+    budget = budget if budget is not None else Budget()
     buf = memoryview(data)
     n = len(buf)
     pos = 0
@@ -258,10 +302,13 @@ def decode_batches(data, max_uncompressed: int = DEFAULT_MAX_FRAME_SIZE) -> list
         if count < 0:
             raise _corrupt(f"negative record count {count}")
         body_start = pos + _HEADER_SIZE
+        budget.take_records(count)
         if codec == NONE:
+            budget.take_bytes(end - body_start)
             recs = _records(buf, body_start, end, count)
         elif codec == GZIP:
-            inflated = _gunzip(buf[body_start:end], max_uncompressed)
+            inflated = _gunzip(buf[body_start:end], min(max_uncompressed, budget.bytes))
+            budget.take_bytes(len(inflated))
             recs = _records(inflated, 0, len(inflated), count)
         else:
             name = CODEC_NAMES.get(codec, f"codec {codec}")

@@ -28,6 +28,7 @@ from collections import deque
 from pathlib import Path
 
 import harness.emulator.kafka.apis as apis
+import harness.emulator.kafka.errors as E
 from harness.jsonl import append_jsonl
 from .wire import ProtocolError, Reader
 
@@ -102,6 +103,7 @@ class KafkaSession(asyncio.Protocol):
         self.listener = listener
         self.client_id = ""
         self.principal: str | None = None
+        self.scope = ""  # the entity path the credential grants ("": the whole namespace), as on AMQP links
         self.sasl_mechanism: str | None = None  # set by a successful SaslHandshake
         self.closed = False
         self.transport: asyncio.Transport | None = None
@@ -284,10 +286,28 @@ class KafkaSession(asyncio.Protocol):
             self._delay_timer = self.broker.loop.call_later(max(0.0, self._delayed[0][0] - now),
                                                             self._drain_delayed)
 
-    def authenticated(self, principal: str) -> None:
-        """SaslAuthenticate succeeded: other APIs are allowed from now on."""
-        self.principal = principal
+    def authenticated(self, principal: str, scope: str = "") -> None:
+        """SaslAuthenticate succeeded: other APIs are allowed from now on, on the hubs `scope` covers."""
+        self.principal, self.scope = principal, scope
         self._arm()
+
+    def covers(self, name: str) -> bool:
+        """Whether the credential reaches hub `name` (a namespace credential reaches every hub; one signed for a
+        hub only that hub), as the AMQP side checks a link's address against the tokens put for it."""
+        return not self.scope or self.scope == str(name).lower()
+
+    def hub(self, name):
+        """The hub named `name` when it exists and the credential reaches it; None otherwise (topic_error says
+        which)."""
+        hub = self.broker.hub(name)
+        return hub if hub is not None and self.covers(name) else None
+
+    def topic_error(self, name) -> int:
+        """Why hub() gave None: the hub exists but lies outside the credential (TOPIC_AUTHORIZATION_FAILED, as the
+        service answers a hub-scoped credential), or it does not exist (UNKNOWN_TOPIC_OR_PARTITION)."""
+        if self.broker.hub(name) is not None and not self.covers(name):
+            return E.TOPIC_AUTHORIZATION_FAILED
+        return E.UNKNOWN_TOPIC_OR_PARTITION
 
     # ------------------------------------------------------------------ closing (also the broker's fault calls)
     def _refuse(self, why: str) -> None:

@@ -19,6 +19,10 @@ from typing import Awaitable, Callable
 _I8, _I16, _I32, _I64, _U32, _F64 = (struct.Struct(f) for f in (">b", ">h", ">i", ">q", ">I", ">d"))
 _U16 = struct.Struct(">H")
 NULL_UUID = b"\x00" * 16
+# Elements in one array of a request (topics, partitions, group ids ...): a namespace holds at most 1,000 hubs of at
+# most 2,000 partitions (Event Hubs' largest tiers), and no client lists more in one array; each element costs
+# work and a reply entry, so a few MB naming millions of topics would otherwise freeze the loop and cost GBs.
+MAX_ARRAY = 10_000
 
 
 class ProtocolError(Exception):
@@ -167,6 +171,8 @@ class Reader:
     def _count(self, n: int) -> int:
         if n > self.end - self.pos:  # every element takes at least one byte: refuse absurd counts at once
             raise ProtocolError(f"array of {n} elements in {self.end - self.pos} remaining bytes")
+        if n > MAX_ARRAY:  # each element asks for work and a reply entry: a small request, a huge reply
+            raise ProtocolError(f"array of {n:,} elements, more than the {MAX_ARRAY:,} a request may hold")
         return n
 
     def array(self, fn) -> list | None:
