@@ -16,7 +16,11 @@ from harness import atomic
 from harness.paths import cache_dir
 
 FILE = "calibration.json"
-EH_PRODUCERS = "eh-producers"
+
+
+def eh_producers(send: str) -> str:
+    """The name of `harness bench eh-producers`' plain-loop figure for a send mode (partition_id, partition_key)."""
+    return f"eh-producers-{send}"
 
 
 def directory() -> Path:

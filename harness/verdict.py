@@ -189,7 +189,8 @@ def fill_figures(result: RunResult, run: RunView) -> None:
     try:  # a figure, not a check: how much of the machine's CPU the harness took from what it measured
         amqp = s.backend.kind == "eventhubs" and getattr(s.backend, "protocol", "amqp") == "amqp"
         result.footprint = run_footprint(run_dir, *window, client="azure-eventhub" if amqp else None,
-                                         floor=calibration.read(run_dir, calibration.EH_PRODUCERS) if amqp else None)
+                                         floor=calibration.read(run_dir, calibration.eh_producers(s.backend.send))
+                                         if amqp else None)
     except Exception as exc:  # noqa: BLE001
         result.footprint = {"ratio": None, "ok": None, "error": f"reading resources.jsonl failed: {exc!r}"}
     try:  # what processes outside the run took meanwhile: over the bound, performance checks are set aside

@@ -10,13 +10,14 @@ ignore the harness. The catalogue runs every shipped scenario (scenarios/*.toml;
 - the figures the verdict rests on (lag slope and its band, processed/offered, batch p50 against the trigger),
   the harness's footprint and the other processes' share of the machine;
 - the margin of every threshold-decided check (harness.bench.margins): how much of what the check allows was
-  left unused; a sweep's is its best passing combination's (the sweep passes while one does);
+  left unused; a sweep's is that of its combination nearest a threshold, either side of it (one that could flip
+  to unknown makes the sweep unjudged);
 - whether it held: every run at the expected verdict. Every shipped scenario is expected to PASS: a scenario
   whose point is a failure (a deleted topic, an aged-out range) declares it in its checks and passes only when
   that failure happens, and a sweep passes when one of its settings meets the goal (harness.commands.sweep).
 
-Flagged: a scenario not at its expected verdict in every run, or whose smallest margin is under NARROW (10%)
-without `checks.narrow_margin` saying why. Exit code: 0 nothing flagged, 1 something, 130 interrupted.
+Flagged: a scenario not at its expected verdict in every run, or whose margin nearest its threshold is within
+NARROW (10%) of it without `checks.narrow_margin` saying why. Exit code: 0 nothing flagged, 1 something, 130 interrupted.
 
 A whole catalogue takes more than an hour here, so it runs in parts and resumes: catalogue.json is rewritten
 after every run, and `--out DIR --resume` runs into an existing catalogue only what it lacks for the
@@ -118,7 +119,8 @@ def pick(backend: str | None = None, kind: str | None = None, only: list[str] | 
 def sweep_row(name: str, run_dir: Path, exit_code: int | None) -> dict:
     """A sweep's run as a row: its verdict (sweep.json), each combination that did not pass with the checks it
     failed, the figures and margins of the combination it recommends (else its first), and as the sweep's margin
-    the best passing combination's smallest one."""
+    the one nearest its threshold over every combination, either side of it: a combination that fails its goal
+    decisively is the sweep's finding, one that could flip either way makes the sweep's verdict flip."""
     try:
         summary = json.loads((run_dir / "sweep.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -131,19 +133,18 @@ def sweep_row(name: str, run_dir: Path, exit_code: int | None) -> dict:
     deciding = [{"name": str(p.get("run_dir")), "status": str(p.get("verdict")),
                  "detail": ", ".join(p.get("failed_checks") or []) or str(p.get("verdict"))}
                 for p in points if p.get("verdict") != PASS]
-    best = None
-    for p in points:
-        if p.get("verdict") == PASS:
-            low = smallest(margins(results[p.get("run_dir")]))
-            if low is not None and (best is None or low["margin"] > best["margin"]):
-                best = low | {"check": f"{p.get('run_dir')}: {low['check']}"}
+    closest = None  # the combination nearest a threshold either way: one that flips to unknown makes the sweep
+    for p in points:  # unjudged, as surely as a passing one that fails would change its answer
+        low = smallest(margins(results[p.get("run_dir")]))
+        if low is not None and (closest is None or abs(low["margin"]) < abs(closest["margin"])):
+            closest = low | {"check": f"{p.get('run_dir')}: {low['check']}"}
     shown = (summary.get("recommended") or {}).get("run_dir") or (points[0].get("run_dir") if points else None)
     verdict = summary.get("verdict")
     cls = verdict if verdict in (PASS, FAIL) else "unjudged"
     return {"run": name, "mode": "quiet", "run_dir": str(run_dir), "exit_code": exit_code, "verdict": verdict,
             "class": cls, "unjudged_reason": None, "deciding": deciding,
             "figures": figures(results.get(shown)), "figures_of": shown,
-            "margins": margins(results.get(shown)), "smallest": best}
+            "margins": margins(results.get(shown)), "smallest": closest}
 
 
 def run_row(e: Entry, name: str, run_dir: Path, exit_code: int | None) -> dict:
@@ -158,14 +159,15 @@ def scenario_summary(e: Entry, rows: list[dict]) -> dict:
     """Whether the scenario held (every run at EXPECTED) and its smallest margin over its runs; flagged why."""
     classes = [r["class"] for r in rows]
     held = bool(rows) and all(c == EXPECTED for c in classes)
-    low = smallest([r["smallest"] for r in rows if r.get("smallest")])
+    low = min((r["smallest"] for r in rows if r.get("smallest")), key=lambda m: abs(m["margin"]), default=None)
     flags = []
     if rows and not held:
         flags.append(f"not {EXPECTED} in every run: " + ", ".join(classes))
-    if low is not None and low["margin"] < NARROW and held:
-        flags.append(f"margin {margin_text(low)} under {NARROW:.0%}" + (
+    narrow = low is not None and abs(low["margin"]) < NARROW
+    if narrow and held:
+        flags.append(f"margin {margin_text(low)} within {NARROW:.0%} of its threshold" + (
             f" (declared: {e.narrow_margin})" if e.narrow_margin else ""))
-    flagged = bool(rows) and (not held or (low is not None and low["margin"] < NARROW and not e.narrow_margin))
+    flagged = bool(rows) and (not held or (narrow and not e.narrow_margin))
     return {"scenario": e.name, "backend": e.backend, "kind": e.kind, "runs": len(rows), "classes": classes,
             "held": held if rows else None, "smallest": low, "narrow_margin": e.narrow_margin, "flags": flags,
             "flagged": flagged, "wall_s": [r.get("wall_s") for r in rows]}
@@ -196,7 +198,7 @@ def cells(s: dict, rows: list[dict]) -> list[str]:
     batch = _range([x["batch_p50_ms"] for x in f], lambda v: f"{v:,.0f}")
     trigger = next((x["trigger_ms"] for x in f if x["trigger_ms"] is not None), None)
     low = margin_text(s["smallest"]) + (" (declared)" if s["smallest"] and s["narrow_margin"]
-                                        and s["smallest"]["margin"] < NARROW else "")
+                                        and abs(s["smallest"]["margin"]) < NARROW else "")
     return [s["scenario"], s["backend"], s["kind"], str(s["runs"]), verdicts, decided or "-", low, lag,
             "-" if rate == "-" else f"{rate} of {offered}",
             "-" if batch == "-" else f"{batch} / {'-' if trigger is None else f'{trigger:,.0f}'} ms",

@@ -5,14 +5,16 @@ by encoding it) and each transfer costs tens of microseconds of CPU per event, f
 machine that CPU is taken from the emulator and Spark, so the Event Hubs scenarios' footprint is high; the
 question is how much of it is the SDK's (the floor any Python producer pays) and how much the harness adds.
 
-One emulator, one hub of 4 partitions, `eh-steady`'s traffic (its rate, batch, wait, record size, send mode),
-in mirrored rounds (plain, harness, harness, plain) so a change in the machine's load weighs on both:
+For each send mode, its scenario's traffic (its rate, batch, wait, keys, record size): `eh-steady` by partition id
+(many keys in a batch), `eh-skew` by partition key (a batch per run of one key: far more sends per event), each
+against an emulator with one hub of 4 partitions, in mirrored rounds (plain, harness, harness, plain) so a change
+in the machine's load weighs on both:
 - the harness's producer process, exactly as a run starts it (harness.runner.producer_job): CPU per event of the
   whole process from its stats rows;
-- a plain SDK loop (harness/bench/raw_eh_producer.py) sending the same events per wake-up.
+- a plain SDK loop (harness/bench/raw_eh_producer.py) sending the same events per wake-up, addressed the same way.
 Rows: the harness's CPU per event against the plain loop's (goal <= 1.5), and the cores each takes at that rate.
-A full (not `--quick`) bench keeps the plain loop's figure in the cache (harness.calibration): every later Event
-Hubs run over AMQP says in its footprint line what a plain loop sending its events would have taken.
+A full (not `--quick`) bench keeps each mode's plain-loop figure in the cache (harness.calibration): every later
+Event Hubs run over AMQP says in its footprint line what a plain loop sending its events would have taken.
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ from harness.runner import producer_job
 from harness.supervisor import Supervisor
 from producers.fleet import ProducerFleet
 
-SCENARIO = "eh-steady"
+# each send mode's traffic: by partition id (many keys per batch) and by partition key (a batch per key's run)
+SCENARIOS = {"partition_id": "eh-steady", "partition_key": "eh-skew"}
 HUB = "bench-producers"
 BARE_RATIO_AT_MOST = 1.5
 
@@ -61,13 +64,14 @@ def harness_round(work: Path, sup: Supervisor, emulator: EmulatedEventHubs, job:
 
 
 def bare_round(work: Path, sup: Supervisor, emulator: EmulatedEventHubs, job: dict, seconds: float) -> float:
-    """CPU seconds per event of the plain SDK loop sending the same traffic (the same events per wake-up)."""
+    """CPU seconds per event of the plain SDK loop sending the same traffic (the same events per wake-up, the
+    same keys, addressed the same way)."""
     rate = float(job["rate"]["eps"])
-    batch = max(1, min(int(job["batch_size"]), int(rate * float(job["batch_wait_s"])) or 1))
-    size = int(job["payload"]["size"]["bytes"])
-    child = sup.spawn("bare-eh-producer", [sys.executable, "-m", "harness.bench.raw_eh_producer",
-                                           emulator.connection_string(), job["stream"], str(job["partitions"]),
-                                           str(seconds), str(size), str(rate), str(batch)],
+    bare = {"connection_string": emulator.connection_string(), "hub": job["stream"], "partitions": job["partitions"],
+            "seconds": seconds, "size": _size(job["payload"]["size"]), "rate": rate,
+            "batch": max(1, min(int(job["batch_size"]), int(rate * float(job["batch_wait_s"])) or 1)),
+            "send": job["settings"]["send"], "keys": job["keys"], "seed": job["seed"]}
+    child = sup.spawn("bare-eh-producer", [sys.executable, "-m", "harness.bench.raw_eh_producer", json.dumps(bare)],
                       log_path=work / "bare.err", stdout_pipe=True)
     stdout, _ = child.proc.communicate(timeout=seconds + 120)
     result = json.loads(stdout.decode().strip().splitlines()[-1])
@@ -76,48 +80,63 @@ def bare_round(work: Path, sup: Supervisor, emulator: EmulatedEventHubs, job: di
     return result["cpu_s"] / result["sent"] if result["sent"] else math.nan
 
 
-def run_bench(json_path: str | None = None, quick: bool = False, console: Console | None = None) -> dict:
-    console = console or Console()
-    scenario, _, _ = load_scenario(SCENARIO, [f"stream.name={HUB}"])
-    if scenario.producers.rate.kind != "constant":
-        raise ValueError(f"{SCENARIO}: the bench needs a constant rate, got {scenario.producers.rate.kind}")
-    seconds = 10.0 if quick else 20.0
+def _size(spec: dict) -> int:
+    """A payload size spec's typical size: fixed bytes, or the middle of a uniform range."""
+    if spec.get("kind") == "uniform":
+        return (int(spec["min_bytes"]) + int(spec["max_bytes"])) // 2
+    return int(spec.get("bytes", 256))
+
+
+def measure(send: str, seconds: float, quick: bool, console: Console) -> dict:
+    """One send mode's rounds against one emulator: {"scenario", "eps", "harness_us", "bare_us", rounds}."""
+    name = SCENARIOS[send]
+    scenario, _, _ = load_scenario(name, [f"stream.name={HUB}"])
+    if scenario.producers.rate.kind != "constant" or scenario.backend.send != send:
+        raise ValueError(f"{name}: the bench needs a constant rate sent by {send}")
     got: dict[str, list[float]] = {"bare": [], "harness": []}
     with tempfile.TemporaryDirectory(prefix="bench-eh-producers-") as tmp, Supervisor(uuid.uuid4().hex) as sup:
         work = Path(tmp)
-        emulator = EmulatedEventHubs(HUB, scenario.stream.partitions, {"RetentionSeconds": 3600},
-                                     send=scenario.backend.send)
+        emulator = EmulatedEventHubs(HUB, scenario.stream.partitions, {"RetentionSeconds": 3600}, send=send)
         try:
-            with console.step("starting the Event Hubs emulator"):
+            with console.step(f"starting the Event Hubs emulator ({name}'s traffic, by {send})"):
                 emulator.start(work, sup)
                 emulator.create_stream(HUB, scenario.stream.partitions, {})
             job = producer_job(scenario, emulator)
             for kind in (("bare", "harness") if quick else ("bare", "harness", "harness", "bare")):
                 f = bare_round if kind == "bare" else harness_round
                 got[kind].append(f(work, sup, emulator, job, seconds))
-                console.info(f"  {kind:>7} at {job['rate']['eps']:,.0f}/s: {got[kind][-1] * 1e6:7.1f} us CPU/event")
+                console.info(f"  {send:>13} {kind:>7} at {job['rate']['eps']:,.0f}/s: "
+                             f"{got[kind][-1] * 1e6:7.1f} us CPU/event")
         finally:
             emulator.stop()
-    h, b = float(np.nanmean(got["harness"])) * 1e6, float(np.nanmean(got["bare"])) * 1e6
-    eps = float(scenario.producers.rate.eps)
-    rows = [
-        row(f"Event Hubs producer CPU per event at {eps:,.0f}/s ({SCENARIO}'s traffic)", h, "us", reference=b,
-            reference_name="plain azure-eventhub send loop, same traffic", goal=f"<= {BARE_RATIO_AT_MOST}",
-            ok=bool(h / b <= BARE_RATIO_AT_MOST) if b else None),
-        row(f"Event Hubs producer cores at {eps:,.0f}/s", h * eps / 1e6, "cores", reference=b * eps / 1e6,
-            reference_name="plain azure-eventhub send loop"),
-    ]
-    if not quick and b and not math.isnan(b):  # what every later run's footprint is read against
-        calibration.save(calibration.EH_PRODUCERS, {
-            "client": f"azure-eventhub {azure_eventhub_version()}", "us_per_event": round(b, 1),
-            "harness_us_per_event": round(h, 1), "measured_at": time.strftime("%Y-%m-%d", time.gmtime()),
-            "traffic": f"{SCENARIO}: {eps:,.0f} events/s of {scenario.producers.payload.size.bytes} B, "
-                       f"{scenario.stream.partitions} partitions by partition id",
-            "by": "harness bench eh-producers"})
-    result = {"rows": rows, "scenario": SCENARIO, "seconds": seconds, "quick": quick,
-              "us_per_event": {"harness": h, "bare": b},
-              "rounds_us": {k: [x * 1e6 for x in v] for k, v in got.items()}, "goals": {"bare_ratio_at_most":
-                                                                                      BARE_RATIO_AT_MOST}}
+    return {"scenario": name, "eps": float(scenario.producers.rate.eps),
+            "harness_us": float(np.nanmean(got["harness"])) * 1e6, "bare_us": float(np.nanmean(got["bare"])) * 1e6,
+            "rounds_us": {k: [x * 1e6 for x in v] for k, v in got.items()}}
+
+
+def run_bench(json_path: str | None = None, quick: bool = False, console: Console | None = None) -> dict:
+    console = console or Console()
+    seconds = 10.0 if quick else 20.0
+    measured = {send: measure(send, seconds, quick, console) for send in SCENARIOS}
+    rows = []
+    for send, m in measured.items():
+        h, b, eps = m["harness_us"], m["bare_us"], m["eps"]
+        rows += [
+            row(f"Event Hubs producer CPU per event by {send} at {eps:,.0f}/s ({m['scenario']}'s traffic)", h, "us",
+                reference=b, reference_name="plain azure-eventhub send loop, same traffic",
+                goal=f"<= {BARE_RATIO_AT_MOST}", ok=bool(h / b <= BARE_RATIO_AT_MOST) if b else None),
+            row(f"Event Hubs producer cores by {send} at {eps:,.0f}/s", h * eps / 1e6, "cores",
+                reference=b * eps / 1e6, reference_name="plain azure-eventhub send loop"),
+        ]
+        if not quick and b and not math.isnan(b):  # what every later run's footprint is read against
+            scenario, _, _ = load_scenario(m["scenario"])
+            calibration.save(calibration.eh_producers(send), {
+                "client": f"azure-eventhub {azure_eventhub_version()}", "us_per_event": round(b, 1),
+                "harness_us_per_event": round(h, 1), "measured_at": time.strftime("%Y-%m-%d", time.gmtime()),
+                "traffic": f"{m['scenario']}: {eps:,.0f} events/s, {scenario.stream.partitions} partitions, sent by "
+                           f"{send}", "by": "harness bench eh-producers"})
+    result = {"rows": rows, "seconds": seconds, "quick": quick, "by_send": measured,
+              "goals": {"bare_ratio_at_most": BARE_RATIO_AT_MOST}}
     if json_path:
         atomic.write_json(json_path, result)
     return result

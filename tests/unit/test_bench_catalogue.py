@@ -133,7 +133,7 @@ def test_a_catalogue_in_parts_resumes_and_flags_what_did_not_hold_or_is_narrow(f
     assert by["steady"]["held"] and not by["steady"]["flagged"]
     assert by["burst"]["flagged"] and by["burst"]["flags"] == ["not pass in every run: fail"]
     assert by["skew"]["held"] and by["skew"]["flagged"]
-    assert by["skew"]["flags"] == ["margin sustained.processed_rate 7% under 10%"]
+    assert by["skew"]["flags"] == ["margin sustained.processed_rate 7% within 10% of its threshold"]
     sweep = by["skew-tuning"]
     assert sweep["held"] and not sweep["flagged"] and sweep["kind"] == "sweep"
     # the sweep's margin is its passing combination's: (2990 - 2850) / 150
@@ -182,3 +182,13 @@ def test_resume_of_a_directory_without_a_catalogue_is_refused(tmp_path, capsys):
     (tmp_path / "other").mkdir()
     assert cli_main(["bench", "verdicts", "--all", "--resume", "--out", str(tmp_path / "other")]) == 2
     assert "holds no readable catalogue.json" in capsys.readouterr().err
+
+
+def test_a_sweep_is_as_close_to_flipping_as_its_closest_combination_either_side(fake_runs, tmp_path):
+    """A combination that misses its goal by a hair (processed 2,840 against the 2,850 floor) could as well have
+    been unknown, and an unknown combination makes the sweep unjudged: the sweep is flagged although it passed."""
+    fake_runs({"rtm-vs-microbatch": {"sweep": "pass", "points": [["pass", 2990.0], ["fail", 2840.0]]}})
+    assert catalogue.main(only=["rtm-vs-microbatch"], out=tmp_path / "cat", console=_console()) == 1
+    s = _cat(tmp_path / "cat")["scenarios"][0]
+    assert s["held"] and s["flagged"] and s["smallest"]["check"] == "01-point: sustained.processed_rate"
+    assert s["flags"] == ["margin 01-point: sustained.processed_rate -7% within 10% of its threshold"]
