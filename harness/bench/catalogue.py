@@ -17,7 +17,8 @@ ignore the harness. The catalogue runs every shipped scenario (scenarios/*.toml;
   that failure happens, and a sweep passes when one of its settings meets the goal (harness.commands.sweep).
 
 Flagged: a scenario not at its expected verdict in every run, or whose margin nearest its threshold is within
-NARROW (10%) of it without `checks.narrow_margin` saying why. Exit code: 0 nothing flagged, 1 something, 130 interrupted.
+NARROW (10%) of it without `checks.narrow_margin` saying why. Exit code: 0 nothing flagged, 1 something, 130
+interrupted.
 
 A whole catalogue takes more than an hour here, so it runs in parts and resumes: catalogue.json is rewritten
 after every run, and `--out DIR --resume` runs into an existing catalogue only what it lacks for the

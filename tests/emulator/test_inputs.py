@@ -157,11 +157,21 @@ def test_open_file_limit_is_raised_towards_max_connections(tmp_path):
     assert warned == (expected < 5000 + 256)  # a hard limit below what is needed is said, not hidden
 
 
-def test_key_from_the_environment_is_checked_and_never_printed(tmp_path):
-    """--key-env: the caller's key signs (a wrong one is refused by the real SDK), and no printed line holds it."""
+def _refused(connection_string: str) -> bool:
+    """Whether the real SDK's first call with this connection string fails to authenticate (else it is served)."""
     from azure.eventhub import EventHubProducerClient
     from azure.eventhub.exceptions import AuthenticationError
 
+    with EventHubProducerClient.from_connection_string(connection_string, retry_total=0) as p:
+        try:
+            assert p.get_eventhub_properties()["eventhub_name"] == "eh1"
+        except AuthenticationError:
+            return True
+    return False
+
+
+def test_key_from_the_environment_is_checked_and_never_printed(tmp_path):
+    """--key-env: the caller's key signs (a wrong one is refused by the real SDK), and no printed line holds it."""
     key = "a2V5LWZyb20tdGhlLWVudmlyb25tZW50LTEyMzQ1Njc4OTA="
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(GOOD), encoding="utf-8")
@@ -174,12 +184,9 @@ def test_key_from_the_environment_is_checked_and_never_printed(tmp_path):
         shown = proc.stdout.readline().strip().split("=", 1)[1]
         assert "SharedAccessKey=${MY_EMULATOR_KEY}" in shown and key not in shown
         real = shown.replace("${MY_EMULATOR_KEY}", key).rstrip(";") + ";EntityPath=eh1"
-        with EventHubProducerClient.from_connection_string(real, retry_total=0) as p:
-            assert p.get_eventhub_properties()["eventhub_name"] == "eh1"
+        assert not _refused(real)
         forged = shown.replace("${MY_EMULATOR_KEY}", "d3Jvbmcta2V5").rstrip(";") + ";EntityPath=eh1"
-        with EventHubProducerClient.from_connection_string(forged, retry_total=0) as p:
-            with pytest.raises(AuthenticationError):
-                p.get_eventhub_properties()
+        assert _refused(forged)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
@@ -195,9 +202,6 @@ def test_key_env_naming_an_unset_variable_is_exit_2(capsys):
 def test_microsofts_documented_connection_string_works_and_a_generated_key_is_only_made_when_asked(tmp_path):
     """Issue 31 item 9: the connection string of Microsoft's emulator documentation and samples connects (its
     well-known key is the default, still checked: another key is refused); `--generate-key` makes a random one."""
-    from azure.eventhub import EventHubProducerClient
-    from azure.eventhub.exceptions import AuthenticationError
-
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(GOOD), encoding="utf-8")
     for extra in ([], ["--generate-key"]):
@@ -212,16 +216,11 @@ def test_microsofts_documented_connection_string_works_and_a_generated_key_is_on
                           "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;EntityPath=eh1")
             forged = documented.replace("SAS_KEY_VALUE", "d3Jvbmcta2V5")
             key = dict(p.split("=", 1) for p in shown.rstrip(";").split(";"))["SharedAccessKey"]
-            with EventHubProducerClient.from_connection_string(documented, retry_total=0) as p:
-                if extra:
-                    assert key != "SAS_KEY_VALUE" and len(key) == 44  # base64 of 32 random bytes
-                    with pytest.raises(AuthenticationError):
-                        p.get_eventhub_properties()
-                else:
-                    assert key == "SAS_KEY_VALUE" and p.get_eventhub_properties()["eventhub_name"] == "eh1"
-            with EventHubProducerClient.from_connection_string(forged, retry_total=0) as p:
-                with pytest.raises(AuthenticationError):
-                    p.get_eventhub_properties()
+            if extra:
+                assert key != "SAS_KEY_VALUE" and len(key) == 44 and _refused(documented)  # 32 random bytes
+            else:
+                assert key == "SAS_KEY_VALUE" and not _refused(documented)
+            assert _refused(forged)
         finally:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(15) == 0

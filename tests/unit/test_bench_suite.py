@@ -35,7 +35,8 @@ def _console():
 
 
 def test_all_runs_every_bench_in_the_fixed_order():
-    assert list(bench.BENCHES) == ["producers", "footprint", "kafka-query", "emulator", "eh-source", "eh-producers", "checker", "startup", "rtm"]
+    assert list(bench.BENCHES) == ["producers", "footprint", "kafka-query", "emulator", "eh-source", "eh-producers",
+                                   "checker", "startup", "rtm"]
     calls: list = []
     results, ok = bench.run_benches(list(bench.BENCHES), quick=True, console=_console(), runner=_fakes(calls))
     assert ok is True
@@ -96,7 +97,8 @@ def test_cli_json_shape_and_exit_code(tmp_path, monkeypatch, capsys, what):
     data = json.loads(path.read_text())
     if what == "all":
         assert code == 1  # the checker raised
-        assert list(data) == ["producers", "footprint", "kafka-query", "emulator", "eh-source", "eh-producers", "checker", "startup", "rtm"]
+        assert list(data) == ["producers", "footprint", "kafka-query", "emulator", "eh-source", "eh-producers",
+                              "checker", "startup", "rtm"]
         assert data["checker"]["error"] == "RuntimeError: checker broke"
         assert data["producers"]["rows"][0]["ratio"] == 0.5
     else:

@@ -10,9 +10,10 @@ def test_a_run_keeps_the_calibration_it_started_with(tmp_path, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     assert calibration.record(run) == {} and calibration.read(run, calibration.eh_producers("partition_id")) is None
-    calibration.save(calibration.eh_producers("partition_id"), {"us_per_event": 92.0, "measured_at": "2026-11-28"})
+    name = calibration.eh_producers("partition_id")
+    calibration.save(name, {"us_per_event": 92.0, "measured_at": "2026-11-28"})
     (calibration.directory() / "torn.json").write_text('{"us_per')  # unreadable: left out, not fatal
     calibration.record(run)
-    calibration.save(calibration.eh_producers("partition_id"), {"us_per_event": 50.0, "measured_at": "2026-12-01"})
-    assert calibration.read(run, calibration.eh_producers("partition_id")) == {"us_per_event": 92.0, "measured_at": "2026-11-28"}
+    calibration.save(name, {"us_per_event": 50.0, "measured_at": "2026-12-01"})
+    assert calibration.read(run, name) == {"us_per_event": 92.0, "measured_at": "2026-11-28"}
     assert set(json.loads((run / "calibration.json").read_text())) == {"eh-producers-partition_id"}

@@ -132,5 +132,6 @@ def test_settings_refused_at_start_are_refused_at_load(scenario, override, messa
 
 
 def test_hub_settings_the_emulator_takes_still_load():
-    s, _, _ = load_scenario("eh-steady", ["stream.config.MaxEventsPerPartition=5000", "stream.config.RetentionSeconds=30"])
+    s, _, _ = load_scenario("eh-steady", ["stream.config.MaxEventsPerPartition=5000",
+                                          "stream.config.RetentionSeconds=30"])
     assert s.stream.config == {"MaxEventsPerPartition": 5000, "RetentionSeconds": 30}
