@@ -275,7 +275,7 @@ def test_a_file_nested_50000_deep_exits_2(tmp_path, capsys):
     path = tmp_path / "s.toml"
     path.write_text("a = " + "[" * 50_000 + "]" * 50_000 + "\n")
     assert main(["validate", str(path)]) == 2
-    assert f"{path}: nested too deeply" in capsys.readouterr().err
+    assert f"{path}: nested 50,000 levels deep (at most 64" in capsys.readouterr().err
 
 
 # Root reads and writes through any mode bits: the permission cases then run as root without its capabilities

@@ -24,7 +24,7 @@ def refused(*overrides):
 def test_a_master_that_is_neither_local_nor_a_cluster_url_is_refused_with_what_is_allowed():
     assert refused('spark.master="spark://host"') == (  # a --set's error names the --set (harness.config)
         f"--set 'spark.master=\"spark://host\"' (on {STEADY}): spark.master: not a master this harness can run on; allowed: local[N] | local[N,F] | "
-        "local-cluster[N,C,M] | spark://host:port[,host:port...] | yarn | k8s://https://host:port "
+        "local-cluster[N,C,M] | spark://host:port[,host:port...] | yarn | k8s://https://host:port, N and C from 1 "
         "(got 'spark://host')")
 
 
