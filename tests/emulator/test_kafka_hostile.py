@@ -346,11 +346,11 @@ def _token_password(kemu, resource_path: str, host: str | None = None) -> str:
     return f"Endpoint=sb://{host}/;SharedAccessSignature={token}"
 
 
-def _produce_error(conf: dict, topic: str) -> str | None:
+def _produce_error(conf: dict, topic: str, value: bytes = b"scoped") -> str | None:
     """The delivery report's error of one event sent with `conf` (its name), None when it was acked."""
     got = []
     p = Producer(dict(conf, **{"message.timeout.ms": 8000, "acks": "all"}))
-    p.produce(topic, b"scoped", partition=0, on_delivery=lambda err, msg: got.append(err))
+    p.produce(topic, value, partition=0, on_delivery=lambda err, msg: got.append(err))
     p.flush(12)
     assert got, "no delivery report"
     return None if got[0] is None else got[0].name()
@@ -391,20 +391,11 @@ def test_a_compressed_batch_cannot_carry_an_event_over_the_size_limit(kemu, byst
     before = kemu.snapshot()["hubs"][OTHER]["partitions"]["0"]["retained_events"]
     conf = client_conf(kemu, **{"compression.type": "gzip", "message.max.bytes": 10_000_000,
                                 "batch.size": 10_000_000})
-    assert _produce_error_value(conf, OTHER, b"a" * 4_000_000) == "MSG_SIZE_TOO_LARGE"
-    assert _produce_error_value(conf, OTHER, b"a" * 1000) is None  # a small one still goes
+    assert _produce_error(conf, OTHER, b"a" * 4_000_000) == "MSG_SIZE_TOO_LARGE"
+    assert _produce_error(conf, OTHER, b"a" * 1000) is None  # a small one still goes
     after = kemu.snapshot()["hubs"][OTHER]["partitions"]["0"]["retained_events"]
     assert after - before == 1  # the small one, never the large one
     _still_served(bystander)
-
-
-def _produce_error_value(conf: dict, topic: str, value: bytes) -> str | None:
-    got = []
-    p = Producer(dict(conf, **{"message.timeout.ms": 8000, "acks": "all"}))
-    p.produce(topic, value, partition=0, on_delivery=lambda err, msg: got.append(err))
-    p.flush(12)
-    assert got, "no delivery report"
-    return None if got[0] is None else got[0].name()
 
 
 def test_a_small_request_naming_a_million_topics_is_refused_without_a_freeze(kemu, bystander):
