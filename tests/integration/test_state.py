@@ -85,7 +85,7 @@ def test_sessions_survive_a_driver_kill_and_their_open_state_is_read_back(harnes
 @pytest.mark.slow
 def test_a_state_file_removed_while_the_query_is_down_fails_the_restart_as_declared(harness_env, tmp_path):
     out = tmp_path / "tamper"
-    proc, result = run(harness_env, out, "stateful-rocksdb-tamper", "producers.duration_s=20")
+    proc, result = run(harness_env, out, "stateful-rocksdb-tamper", "producers.duration_s=25")
     assert proc.returncode == 0 and result["verdict"] == "pass", proc.stdout[-5000:]
     (fault,) = result["faults"]
     removed = fault["detail"]["inject_removed"]
