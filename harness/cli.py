@@ -491,7 +491,7 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks, measured side by side in one run")
     b.add_argument("what", choices=["producers", "footprint", "kafka-query", "emulator", "eh-source", "eh-producers",
-                                    "checker", "startup", "rtm", "all", "verdicts"],
+                                    "checker", "startup", "rtm", "kafka-hostile", "all", "verdicts"],
                    help="one benchmark, all of them in this order, or verdicts SCENARIO (not part of all): whether "
                         "a scenario's verdict holds, quiet, with cores busy and cold")
     b.add_argument("scenario", nargs="?", help="verdicts: a name from scenarios/ or a path to a .toml file")

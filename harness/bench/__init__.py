@@ -35,6 +35,7 @@ BENCHES: dict[str, str] = {
     "checker": "harness.bench.checker:run_bench",
     "startup": "harness.bench.startup:run_bench",
     "rtm": "harness.bench.rtm:run_bench",
+    "kafka-hostile": "harness.bench.kafka_hostile:run_bench",
 }
 ROW_KEYS = ("name", "value", "unit", "reference", "reference_name", "ratio", "goal", "ok")
 

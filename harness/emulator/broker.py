@@ -47,6 +47,7 @@ class Broker:
         self.stats_out = 0
         self.detach_log: deque = deque(maxlen=200)  # links we detached or refused, newest last
         self.hub_listeners: list = []  # callables(hub name) told of delete/recreate/age-out (the Kafka endpoint)
+        self.tick_listeners: list = []  # callables(time.monotonic()) called every second (state that expires)
         self._retention_timer = loop.call_later(1.0, self._retention_tick)
 
     # ------------------------------------------------------------------ registry
@@ -65,7 +66,8 @@ class Broker:
         return len(self.connections) >= self.cfg.max_connections
 
     def hold(self, conn, nbytes: int) -> None:
-        """Record what ``conn`` holds for unfinished frames; past the namespace-wide budget, close the biggest.
+        """Record what ``conn`` holds for unfinished frames (a Kafka connection: also requests read ahead and
+        responses its client has not read); past the namespace-wide budget, close the biggest.
 
         The budget is shared, so one connection may use most of it while others are quiet; whoever holds the most
         when it runs out is the likeliest hoarder (a legitimate sender holds at most one batch at a time).
@@ -123,6 +125,9 @@ class Broker:
             for hub in self.hubs.values():
                 for p in hub.partitions.values():
                     p.expire()
+            now = time.monotonic()
+            for listener in self.tick_listeners:
+                listener(now)
         finally:
             self._retention_timer = self.loop.call_later(1.0, self._retention_tick)
 

@@ -17,15 +17,18 @@ Accepted file (extensions over Microsoft's shape are marked *)::
                   "MaxConnections": 5000,          # * open AMQP connections (the service's per-namespace quota)
                   "IdleTimeoutSeconds": 240,       # * close a connection silent this long (0 = never)
                   "MaxFrameSizeBytes": 4194304,    # * max-frame-size advertised in open (and enforced)
-                  "MaxIncompleteFrameBytes": 67108864}}  # * bytes held for unfinished frames, all connections
+                  "MaxIncompleteFrameBytes": 67108864,  # * bytes held for unfinished frames, all connections
+                  "ProducerIdExpirationMs": 86400000,  # * Kafka endpoint: an idempotent producer's state
+                  "OffsetsRetentionMs": 604800000}}  # * Kafka endpoint: an empty consumer group's offsets
 
 Without a file (``default_config()``): namespace ``emulatorNs1`` with hub ``eh1``, 4 partitions, consumer groups
 ``$Default`` and ``cg1``, retention 1 h, at most 1,000,000 events / 64 MiB per partition, 1 MiB message size
 limit, and the limits above.
 
 Credentials are checked by default, as Azure checks them: a CBS token must be signed with one of
-``Emulator.SharedAccessKeys``; without any, the emulator makes a random key named ``RootManageSharedAccessKey``
-when it starts and prints it in its connection string. A token signed with an unknown key name or a wrong key is
+``Emulator.SharedAccessKeys``; without any, ``RootManageSharedAccessKey`` with Microsoft's emulator's well-known
+key ``SAS_KEY_VALUE`` (a random one when ``harness emulator serve --generate-key`` asks for it), printed in the
+connection string. A token signed with an unknown key name or a wrong key is
 refused with status 401 (the SDK raises ``AuthenticationError``). ``AcceptAnyCredential`` (or the command line's
 ``--accept-any-credential``) turns the check off, for clients whose key cannot be set.
 
@@ -34,8 +37,12 @@ The limits bound what a client (or a crowd of them) can make the emulator hold. 
 ``IdleTimeoutSeconds`` is closed with ``amqp:connection:forced`` and the service's "inactive for more than the
 allowed ... milliseconds" text (the emulator advertises half of it as its idle-time-out, so a client that
 heartbeats stays open); when the bytes held for incomplete frames and unfinished multi-frame messages of all
-connections pass ``MaxIncompleteFrameBytes``, the connection holding the most is closed with
-``amqp:resource-limit-exceeded``.
+connections (on the Kafka endpoint also the requests read ahead and the responses a client has not read) pass
+``MaxIncompleteFrameBytes``, the connection holding the most is closed with ``amqp:resource-limit-exceeded`` (a
+Kafka connection is dropped: Kafka has no goodbye). State the Kafka endpoint keeps for clients expires as a Kafka
+broker's does: an idempotent producer's sequence numbers ``ProducerIdExpirationMs`` after its last write
+(``producer.id.expiration.ms``), an empty consumer group's committed offsets ``OffsetsRetentionMs`` after it
+became empty or last committed (``offsets.retention.minutes``), and then the group itself.
 """
 
 from __future__ import annotations
@@ -59,10 +66,13 @@ DEFAULT_MAX_CONNECTIONS = 5000  # Event Hubs Standard tier: AMQP connections per
 DEFAULT_IDLE_TIMEOUT_S = 240.0  # Event Hubs closes a connection inactive for 240,000 ms
 DEFAULT_MAX_FRAME_SIZE = 4 * 1024 * 1024  # the SDK then sends a full 1 MB batch in one frame
 DEFAULT_MAX_INCOMPLETE_FRAME_BYTES = 64 * 1024 * 1024  # 64 senders of 1 MB batches at the same moment
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms (one day)
+DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's offsets.retention.minutes (seven days), in ms
 MAX_PARTITIONS = 1024
 
 EMULATOR_FIELDS = ("SharedAccessKeys", "AcceptAnyCredential", "MaxMessageSizeBytes", "MaxReceiversPerPartition",
-                   "MaxConnections", "IdleTimeoutSeconds", "MaxFrameSizeBytes", "MaxIncompleteFrameBytes")
+                   "MaxConnections", "IdleTimeoutSeconds", "MaxFrameSizeBytes", "MaxIncompleteFrameBytes",
+                   "ProducerIdExpirationMs", "OffsetsRetentionMs")
 ENTITY_FIELDS = ("Name", "PartitionCount", "ConsumerGroups", "MessageRetentionInHours", "RetentionSeconds",
                  "MaxEventsPerPartition", "MaxBytesPerPartition")
 
@@ -96,6 +106,8 @@ class EmulatorConfig:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S  # 0 = connections are never closed for silence
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_incomplete_frame_bytes: int = DEFAULT_MAX_INCOMPLETE_FRAME_BYTES
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # Kafka endpoint: idempotent producers
+    offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS  # Kafka endpoint: an empty group's offsets
 
     def hub(self, name: str) -> HubConfig | None:
         for h in self.hubs:
@@ -250,6 +262,12 @@ def _parse(data, source: str) -> EmulatorConfig:
         max_incomplete_frame_bytes=_int(
             emu.get("MaxIncompleteFrameBytes", DEFAULT_MAX_INCOMPLETE_FRAME_BYTES), source,
             "Emulator.MaxIncompleteFrameBytes", 64 * 1024, 1 << 40),
+        producer_id_expiration_ms=_int(
+            emu.get("ProducerIdExpirationMs", DEFAULT_PRODUCER_ID_EXPIRATION_MS), source,
+            "Emulator.ProducerIdExpirationMs", 1000, 1 << 40),
+        offsets_retention_ms=_int(
+            emu.get("OffsetsRetentionMs", DEFAULT_OFFSETS_RETENTION_MS), source,
+            "Emulator.OffsetsRetentionMs", 1000, 1 << 40),
     )
 
 

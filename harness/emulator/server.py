@@ -256,8 +256,8 @@ class EmulatorCore:
         }
 
     def kafka_status(self) -> dict | None:
-        """Counts for the control API's /status: Kafka connections (also in the total), waiting fetches, producer
-        ids handed out; None when no Kafka listener runs."""
+        """Counts for the control API's /status: Kafka connections (also in the total), waiting fetches, producers
+        whose sequence numbers are kept, consumer groups; None when no Kafka listener runs."""
         return None if self.kafka is None else self.kafka.status()
 
     def client_kwargs(self, transport: str = "amqps") -> dict:

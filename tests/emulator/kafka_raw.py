@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 
-API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
+FETCH, API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 1, 18, 3, 17, 36
 
 
 def header_v1(api_key: int, version: int, correlation_id: int, client_id: str = "raw") -> bytes:
@@ -56,6 +56,16 @@ def metadata(correlation_id: int, version: int) -> bytes:
         body += b"\x00" + b"\x00"  # include_topic_authorized_operations; tagged fields
         return framed(header_v2(METADATA, version, correlation_id) + body)
     raise ValueError(f"no hand encoding for Metadata v{version}")
+
+
+def fetch_v4(correlation_id: int, topic: str, partition: int, offset: int, max_bytes: int,
+             max_wait_ms: int = 0) -> bytes:
+    """Fetch v4 of one partition from ``offset``: replica_id -1, max_wait_ms, min_bytes 1, max_bytes,
+    isolation_level 0, then [topic, [partition, fetch_offset int64, partition_max_bytes]] (the protocol guide)."""
+    t = topic.encode()
+    body = struct.pack(">iiiib", -1, max_wait_ms, 1, max_bytes, 0)
+    body += struct.pack(">ih", 1, len(t)) + t + struct.pack(">iiqi", 1, partition, offset, max_bytes)
+    return framed(header_v1(FETCH, 4, correlation_id) + body)
 
 
 def read_response(sock: socket.socket, timeout: float = 5.0) -> bytes | None:
@@ -123,14 +133,23 @@ def parse_sasl_authenticate_v0(payload: bytes) -> tuple[int, int, str | None]:
     return corr, err, msg
 
 
-def connect(port: int) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=5)
+def connect(port: int, rcvbuf: int | None = None) -> socket.socket:
+    """A loopback connection; ``rcvbuf`` sets a small receive buffer first, so a peer that does not read leaves
+    what it is sent in the sender's buffers rather than in its own kernel's."""
+    if rcvbuf is None:
+        return socket.create_connection(("127.0.0.1", port), timeout=5)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(5)
+    s.connect(("127.0.0.1", port))
+    return s
 
 
-def authenticated(port: int, password: str, user: str = "$ConnectionString") -> tuple[socket.socket, dict]:
+def authenticated(port: int, password: str, user: str = "$ConnectionString",
+                  rcvbuf: int | None = None) -> tuple[socket.socket, dict]:
     """A raw connection past ApiVersions, SaslHandshake (PLAIN) and SaslAuthenticate; with the versions the
     endpoint offered."""
-    s = connect(port)
+    s = connect(port, rcvbuf)
     s.sendall(api_versions_v0(1))
     corr, err, apis = parse_api_versions_v0(read_response(s))
     assert (corr, err) == (1, 0)

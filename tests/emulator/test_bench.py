@@ -31,3 +31,19 @@ def test_run_bench_small(tmp_path):
     assert kcpu["value"] == result["kafka_emulator_cpu_s_per_1k"]
     assert kcpu["reference"] == result["kafka_clients_cpu_s_per_1k"]
     assert kcpu["ok"] is (result["kafka_emulator_to_clients_cpu_ratio"] <= 0.5)
+
+
+@pytest.mark.slow  # `make test-slow`: the soak's short form (the full one is `harness bench kafka-hostile`)
+def test_kafka_hostile_soak_short(tmp_path):
+    """Every attack kind strikes while a librdkafka and an azure-eventhub producer keep their round trips under a
+    second with no failure, and the emulator's memory holds flat across the attack."""
+    from harness.bench.kafka_hostile import ATTACKS
+    from harness.bench.kafka_hostile import run_bench as soak
+
+    path = tmp_path / "soak.json"
+    result = soak(str(path), attack_s=40, quiet_s=5)
+    assert json.loads(path.read_text()) == result
+    assert set(result["attacks"]) == set(ATTACKS) and all(n > 0 for n in result["attacks"].values()), \
+        result["attacks"]
+    failed = [r["name"] for r in result["rows"] if r["ok"] is False]
+    assert failed == [], (failed, result["rows"])

@@ -12,13 +12,14 @@ import contextlib
 import struct
 import threading
 import time
+import types
 
 import pytest
 from confluent_kafka import Producer
 
 from kafka_helpers import client_conf
 from kafka_raw import (API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE, api_versions_v0, authenticated,
-                       closed_by_peer, connect, framed, header_v1, metadata, metadata_version,
+                       closed_by_peer, connect, fetch_v4, framed, header_v1, metadata, metadata_version,
                        parse_api_versions_v0, read_response)
 
 from harness.emulator import EmulatorConfig, EmulatorServer, HubConfig
@@ -196,8 +197,8 @@ def _rss(proc) -> int:
 def _crowd_emulator(tmp_path):
     """An emulator in a process of its own (its RSS measured alone; shared budget 8 MiB,
     `Emulator.MaxIncompleteFrameBytes`) with one hub, `crowd`, and a real producer sending to it for the whole
-    block: yields (kafka port, connection string, the producer's acks, its errors, the emulator's
-    psutil.Process)."""
+    block: yields a namespace with `kafka_port` and `connection_string()` (what client_conf needs), `acked` (the
+    producer's delivery times, time.monotonic()), `errors` and `proc` (the emulator's psutil.Process)."""
     import json
     import os
     import subprocess
@@ -228,27 +229,22 @@ def _crowd_emulator(tmp_path):
                 lines[k] = v
         port = int(lines["kafka_port"])
 
-        class Emu:  # what client_conf needs
-            kafka_port = port
-
-            @staticmethod
-            def connection_string():
-                return lines["connection_string"]
-
-        acked, errors = [], []
+        emu = types.SimpleNamespace(kafka_port=port, connection_string=lambda: lines["connection_string"],
+                                    acked=[], errors=[], proc=psutil.Process(server.pid))
 
         def run():
-            p = Producer(client_conf(Emu, **{"acks": "all"}))
+            p = Producer(client_conf(emu, **{"acks": "all"}))
             while not stop.is_set():
                 p.produce("crowd", b"ok", partition=0,
-                          on_delivery=lambda err, _m: (errors if err else acked).append(err or 1))
+                          on_delivery=lambda err, _m: (emu.errors if err else emu.acked).append(
+                              err or time.monotonic()))
                 p.poll(0.05)
             p.flush(10)
 
         t = threading.Thread(target=run, daemon=True)
         t.start()
-        assert _wait(lambda: len(acked) > 5, 20), f"the producer never got going: {errors}"
-        yield port, lines["connection_string"], acked, errors, psutil.Process(server.pid)
+        assert _wait(lambda: len(emu.acked) > 5, 20), f"the producer never got going: {emu.errors}"
+        yield emu
         assert server.poll() is None
     finally:
         stop.set()
@@ -278,9 +274,11 @@ def test_hoarders_of_incomplete_requests_keep_the_emulators_rss_bounded(tmp_path
     """60 peers each declaring a 1 MB request and sending 900 KB of it: the bytes held for incomplete requests
     are capped by the emulator's shared budget, so its resident memory stays within 25 MB of where it started,
     and a real producer is served throughout."""
-    with _crowd_emulator(tmp_path) as (port, _conn, acked, errors, emu):
+    with _crowd_emulator(tmp_path) as emu:
+        acked = emu.acked
+
         def hoard(_):
-            s = connect(port)
+            s = connect(emu.kafka_port)
             try:
                 s.sendall(struct.pack(">i", 1_000_000))
                 for _ in range(15):  # 900 KB of the declared 1 MB
@@ -292,11 +290,56 @@ def test_hoarders_of_incomplete_requests_keep_the_emulators_rss_bounded(tmp_path
                 s.close()
 
         before = len(acked)
-        outcomes, baseline, peak = _crowd(emu, 60, hoard)
+        outcomes, baseline, peak = _crowd(emu.proc, 60, hoard)
         assert (peak - baseline) / 1e6 < 25, f"emulator RSS grew {(peak - baseline) / 1e6:.1f} MB"
         assert outcomes.count(True) >= 45, "the emulator did not close the biggest holders"
         assert len(acked) >= before + 10, "the producer stalled while the crowd hoarded"
-        assert errors == []
+        assert emu.errors == []
+
+
+def _longest_wait(acked: list, since: float) -> float:
+    """The longest time between two of a producer's deliveries from `since` on (the bystander's round trips)."""
+    times = [since] + [t for t in list(acked) if t > since]
+    return max(b - a for a, b in zip(times, times[1:])) if len(times) > 1 else float("inf")
+
+
+def test_clients_that_never_read_their_responses_keep_the_emulators_rss_bounded(tmp_path):
+    """Issue 31 item 5: responses a client never reads were held outside every budget (about 4 MB per
+    connection; 100 such clients took the emulator to 871 MB). 40 peers each ask for 8 MiB fetches of a hub
+    holding 9 MB and never read a byte (a small receive buffer, so the kernel absorbs little): what they leave
+    unread counts towards the shared budget (8 MiB here), the biggest holders are dropped, the emulator's RSS
+    stays within 60 MB of where it started and comes back within 20 MB once they are gone, and a real producer
+    is answered within a second throughout."""
+    with _crowd_emulator(tmp_path) as emu:
+        filler = Producer(client_conf(emu, **{"acks": "all", "message.max.bytes": 2_000_000}))
+        for _ in range(10):
+            filler.produce("crowd", b"x" * 900_000, partition=0)
+        assert filler.flush(30) == 0, "the hub was not filled"
+        started = time.monotonic()
+
+        def never_read(_):
+            try:
+                s, _ = authenticated(emu.kafka_port, emu.connection_string(), rcvbuf=4096)
+            except OSError:
+                return True
+            try:
+                for i in range(10):
+                    s.sendall(fetch_v4(10 + i, "crowd", 0, 0, 8 * 1024 * 1024))
+                time.sleep(4)  # the responses stay unread
+                return closed_by_peer(s, 0.1)
+            except OSError:
+                return True
+            finally:
+                s.close()
+
+        outcomes, baseline, peak = _crowd(emu.proc, 40, never_read, seconds=5)
+        assert (peak - baseline) / 1e6 < 60, f"emulator RSS grew {(peak - baseline) / 1e6:.1f} MB"
+        assert any(outcomes), "no connection was dropped although their unread responses passed the budget"
+        assert _longest_wait(emu.acked, started) < 1.0, "the producer waited over a second for an answer"
+        time.sleep(2)
+        after = _rss(emu.proc)
+        assert (after - baseline) / 1e6 < 20, f"emulator RSS stayed {(after - baseline) / 1e6:.1f} MB up"
+        assert emu.errors == []
 
 
 def _sasl_message(port: int, user: str, password: str) -> tuple[int, str | None]:
@@ -534,3 +577,94 @@ def test_a_decompression_bomb_is_refused_within_the_requests_budget_without_a_fr
     assert took < 5.0, f"the refusal took {took:.1f} s"
     assert gaps and max(gaps) < 1.0, f"the bystander waited {max(gaps):.2f} s for an ack during the bomb"
     assert kemu.snapshot()["hubs"][OTHER]["partitions"]["0"]["retained_events"] < 590_000
+
+
+@pytest.fixture
+def forgetful():
+    """An emulator whose Kafka endpoint forgets quickly: offsets of empty groups after 2 s, producer state after
+    2 s of silence (Emulator.OffsetsRetentionMs, ProducerIdExpirationMs; a day and a week by default)."""
+    server = EmulatorServer(EmulatorConfig(hubs=(HubConfig(HUB, 1, ("$Default",)),), offsets_retention_ms=2000,
+                                           producer_id_expiration_ms=2000),
+                            tls_port=None, ws_port=None, wss_port=None, kafka_port=0, kafka_tls_port=None).start()
+    yield server
+    server.stop()
+
+
+def _first_message(consumer):
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            return msg
+    raise AssertionError("no message within 15 s")
+
+
+def test_an_empty_groups_offsets_expire_and_a_live_groups_stay(forgetful):
+    """Issue 31 item 6: committed offsets were kept for ever, so a group created once was listed for ever. As
+    Kafka's offsets.retention: the offsets of a group without members expire (and the group with them), those of
+    a group with a member stay however long it lives."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    assert _produce_error(client_conf(forgetful), HUB) is None
+    admin = AdminClient(client_conf(forgetful))
+
+    def consumer(gid):
+        c = Consumer(client_conf(forgetful, **{"group.id": gid, "enable.auto.commit": False,
+                                               "auto.offset.reset": "earliest", "session.timeout.ms": 6000}))
+        c.subscribe([HUB])
+        c.commit(message=_first_message(c), asynchronous=False)
+        return c
+
+    gone, alive = consumer("left"), consumer("stays")
+    gone.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        alive.poll(0.2)  # a member of "stays" throughout
+    listed = {g.group_id for g in admin.list_consumer_groups(request_timeout=10).result().valid}
+    assert listed == {"stays"}, listed
+    assert alive.committed([TopicPartition(HUB, 0)], timeout=10)[0].offset == 1
+    alive.close()
+    probe = Consumer(client_conf(forgetful, **{"group.id": "left", "enable.auto.commit": False}))
+    assert probe.committed([TopicPartition(HUB, 0)], timeout=10)[0].offset < 0  # nothing committed any more
+    probe.close()
+
+
+def test_producer_state_expires_and_a_producer_idle_past_it_still_delivers_each_record_once(forgetful):
+    """Issue 31 item 6: every InitProducerId was kept for ever. Now it keeps nothing (Kafka's coordinator hands a
+    producer without a transactional id a new id every time), and a producer's sequence numbers in a partition
+    are forgotten after Emulator.ProducerIdExpirationMs without a write: a librdkafka idempotent producer that
+    was silent longer than that keeps delivering, and the partition holds each of its records once."""
+    from confluent_kafka import Consumer
+
+    def status():
+        return forgetful.call(forgetful.kafka.status)  # read on the emulator's loop, where it changes
+    idle = [Producer(client_conf(forgetful, **{"enable.idempotence": True})) for _ in range(20)]
+    for p in idle:
+        p.poll(0.5)  # InitProducerId done, nothing written
+    assert status()["producer_ids"] == 0, "producers that never wrote left state behind"
+    p = Producer(client_conf(forgetful, **{"enable.idempotence": True, "acks": "all", "linger.ms": 0}))
+    errors = []
+
+    def send(values):
+        for v in values:
+            p.produce(HUB, v, partition=0, on_delivery=lambda err, _m: err and errors.append(err))
+        assert p.flush(15) == 0
+
+    send([b"a-%d" % i for i in range(5)])
+    assert status()["producer_ids"] == 1
+    assert _wait(lambda: status()["producer_ids"] == 0, 6), "the producer's state never expired"
+    send([b"b-%d" % i for i in range(5)])  # its next sequence number, to a partition that forgot it
+    assert errors == []
+    c = Consumer(client_conf(forgetful, **{"group.id": "reader", "auto.offset.reset": "earliest"}))
+    c.subscribe([HUB])
+    got = []
+    deadline = time.monotonic() + 15
+    while len(got) < 10 and time.monotonic() < deadline:
+        msg = c.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    extra = c.poll(1)  # nothing more: no record written twice
+    assert extra is None or extra.error() is not None, extra.value()
+    c.close()
+    assert sorted(got) == sorted([b"a-%d" % i for i in range(5)] + [b"b-%d" % i for i in range(5)])

@@ -36,7 +36,7 @@ def _console():
 
 def test_all_runs_every_bench_in_the_fixed_order():
     assert list(bench.BENCHES) == ["producers", "footprint", "kafka-query", "emulator", "eh-source", "eh-producers",
-                                   "checker", "startup", "rtm"]
+                                   "checker", "startup", "rtm", "kafka-hostile"]
     calls: list = []
     results, ok = bench.run_benches(list(bench.BENCHES), quick=True, console=_console(), runner=_fakes(calls))
     assert ok is True

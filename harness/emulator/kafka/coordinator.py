@@ -11,6 +11,7 @@ emulator's loop; session and rebalance timeouts are loop timers, so nothing poll
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -59,6 +60,8 @@ class Group:
     # (topic, partition) -> (offset, leader epoch, metadata); per topic the hub object the commits belong to
     offsets: dict[tuple[str, int], tuple[int, int, str | None]] = field(default_factory=dict)
     topic_hubs: dict[str, object] = field(default_factory=dict)  # the Hub itself: a new one is a new topic
+    committed_at: dict[tuple[str, int], float] = field(default_factory=dict)  # time.monotonic() of each commit
+    emptied_at: float = field(default_factory=time.monotonic)  # when it last had no member (created empty)
 
 
 class GroupCoordinator:
@@ -89,6 +92,20 @@ class GroupCoordinator:
                 g.rebalance_timer.cancel()
             del self.groups[g.group_id]
 
+    def expire_offsets(self, cutoff: float) -> None:
+        """Offset retention (Kafka's ``offsets.retention.minutes``): a group without members loses each committed
+        offset whose commit and the group's becoming empty are both at or before ``cutoff`` (time.monotonic()),
+        and a group left holding nothing is forgotten. Groups with members keep their offsets."""
+        for g in list(self.groups.values()):
+            if g.state != EMPTY or g.members or g.emptied_at > cutoff:
+                continue
+            for tp in [tp for tp, at in g.committed_at.items() if at <= cutoff]:
+                del g.committed_at[tp]
+                g.offsets.pop(tp, None)
+            for topic in [t for t in g.topic_hubs if not any(tp[0] == t for tp in g.offsets)]:
+                del g.topic_hubs[topic]
+            self.drop_if_unused(g)
+
     # ------------------------------------------------------------------ hubs
     def hub_changed(self, hub_name: str) -> None:
         """Drop committed offsets of a hub that was deleted or recreated (an age-out leaves the same hub)."""
@@ -100,6 +117,7 @@ class GroupCoordinator:
                     del g.topic_hubs[topic]
                     for tp in [tp for tp in g.offsets if tp[0] == topic]:
                         del g.offsets[tp]
+                        g.committed_at.pop(tp, None)
 
     # ------------------------------------------------------------------ membership
     def _touch(self, g: Group, m: Member) -> None:
@@ -164,6 +182,7 @@ class GroupCoordinator:
         g.generation += 1
         if not g.members:
             g.state, g.protocol, g.protocol_type, g.leader = EMPTY, None, None, None
+            g.emptied_at = time.monotonic()
             self.drop_if_unused(g)
             return
         g.protocol = _select_protocol(g.members.values())
@@ -321,8 +340,10 @@ class GroupCoordinator:
         if g.topic_hubs.get(topic) is not hub:
             for tp in [tp for tp in g.offsets if tp[0] == topic]:
                 del g.offsets[tp]
+                g.committed_at.pop(tp, None)
             g.topic_hubs[topic] = hub
         g.offsets[(topic, partition)] = (offset, epoch, metadata)
+        g.committed_at[(topic, partition)] = time.monotonic()
         return E.NONE
 
     def committed(self, g: Group, topic: str, partition: int) -> tuple[int, int, str | None]:

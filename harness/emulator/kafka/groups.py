@@ -12,6 +12,10 @@ What the service offers and why this module does that:
   Apache Kafka clients", the group.min/max.session.timeout.ms of a Kafka broker), else INVALID_SESSION_TIMEOUT.
 - Committed offsets are the emulator's, in memory, per hub: deleting or recreating a hub drops them (a new hub
   is a new topic); an age-out keeps them (the consumer then gets OFFSET_OUT_OF_RANGE and resets, as on Kafka).
+- Nothing is kept for ever: a group with no member, no member id awaited and no offset is forgotten at once (a
+  refused or abandoned JoinGroup leaves nothing), and an empty group's offsets expire ``Emulator.
+  OffsetsRetentionMs`` (Kafka's ``offsets.retention.minutes``, seven days) after it became empty or last
+  committed, whichever is later, taking the group with them.
 
 The state machine lives in coordinator.py (Kafka's classic GroupCoordinator reduced to one process, on the
 emulator's loop); this module is its wire protocol. A JoinGroup whose connection is cut while it waits still

@@ -12,17 +12,21 @@ throttled (the control API's throttle, either mode) the response is held back by
 are delayed before being acknowledged ... the delay length is returned in milliseconds as throttle_time_ms").
 
 Idempotent producers (Event Hubs supports them for Kafka clients; the Java producer enables them by default):
-InitProducerId hands out producer ids and epochs, and each partition keeps the sequence numbers of each producer's
-last five batches, as a Kafka partition leader does: a retried batch already written is answered with its original
-base offset and not written again, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH,
-and a producer whose state is unknown (after a hub was recreated) continuing mid-sequence UNKNOWN_PRODUCER_ID, on
-which clients bump their epoch and start again at sequence 0. Transactions (a Premium/Dedicated preview on the
+InitProducerId hands out a new producer id with epoch 0 every time and keeps nothing (as Kafka's transaction
+coordinator does for a producer without a transactional id, also when the client asks to bump its epoch), and each
+partition keeps the sequence numbers of each producer's last five batches, as a Kafka partition leader does: a
+retried batch already written is answered with its original base offset and not written again, a gap is
+OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH, and a producer whose state is unknown (after
+a hub was recreated, or its state expired) continuing mid-sequence UNKNOWN_PRODUCER_ID, on which clients start
+again at sequence 0. A producer's state in a partition expires ``Emulator.ProducerIdExpirationMs`` after its last
+write (Kafka's ``producer.id.expiration.ms``, a day by default: ``KafkaEndpoint.expire``). Transactions (a Premium/Dedicated preview on the
 service) are not offered: InitProducerId with a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 
 import harness.emulator.kafka.errors as E
@@ -37,6 +41,18 @@ THROTTLE_MS = 1000
 INLINE_RECORDS = 2_000
 KEPT_BATCHES = 5  # per producer and partition, as Kafka keeps them for duplicate detection
 _SEQ_WRAP = 1 << 31
+
+
+class ProducerState:
+    """One idempotent producer in one partition: its epoch, its last KEPT_BATCHES batches as (first sequence,
+    last sequence, base offset), and when it last wrote (time.monotonic(), for expiry)."""
+
+    __slots__ = ("epoch", "batches", "last_write")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.batches: deque = deque(maxlen=KEPT_BATCHES)
+        self.last_write = time.monotonic()
 
 
 class _Result:
@@ -172,26 +188,27 @@ def _last_seq(batch) -> int:
 
 def _check_sequence(endpoint, partition, batch) -> tuple[int, int | None]:
     """(error, base offset of the identical batch already written or None) for an idempotent batch."""
-    known_epoch = endpoint.producer_epochs.get(batch.producer_id)
-    if known_epoch is None:
-        return E.UNKNOWN_PRODUCER_ID, None
-    if batch.producer_epoch < known_epoch:
+    state = endpoint.sequences.get(partition, {}).get(batch.producer_id)
+    if state is not None and batch.producer_epoch < state.epoch:
         return E.INVALID_PRODUCER_EPOCH, None
-    kept = endpoint.sequences.get(partition, {}).get(batch.producer_id)
-    if not kept or kept[-1][0] != batch.producer_epoch:
+    if state is None or batch.producer_epoch != state.epoch or not state.batches:
         return (E.NONE if batch.base_sequence == 0 else E.UNKNOWN_PRODUCER_ID), None
     last_seq = _last_seq(batch)
-    for epoch, first, last, offset in kept:
-        if epoch == batch.producer_epoch and first == batch.base_sequence and last == last_seq:
+    for first, last, offset in state.batches:
+        if first == batch.base_sequence and last == last_seq:
             return E.NONE, offset
-    if batch.base_sequence != (kept[-1][2] + 1) % _SEQ_WRAP:
+    if batch.base_sequence != (state.batches[-1][1] + 1) % _SEQ_WRAP:
         return E.OUT_OF_ORDER_SEQUENCE_NUMBER, None
     return E.NONE, None
 
 
 def _remember(endpoint, partition, batch, base_offset: int) -> None:
-    kept = endpoint.sequences.setdefault(partition, {}).setdefault(batch.producer_id, deque(maxlen=KEPT_BATCHES))
-    kept.append((batch.producer_epoch, batch.base_sequence, _last_seq(batch), base_offset))
+    producers = endpoint.sequences.setdefault(partition, {})
+    state = producers.get(batch.producer_id)
+    if state is None or state.epoch != batch.producer_epoch:  # a new producer, or a new epoch: a new sequence
+        state = producers[batch.producer_id] = ProducerState(batch.producer_epoch)
+    state.batches.append((batch.base_sequence, _last_seq(batch), base_offset))
+    state.last_write = time.monotonic()
 
 
 async def init_producer_id(session, version: int, r: Reader) -> bytes:
@@ -200,16 +217,11 @@ async def init_producer_id(session, version: int, r: Reader) -> bytes:
     r.int32()  # transaction_timeout_ms
     pid, epoch = (r.int64(), r.int16()) if version >= 3 else (-1, -1)
     r.tags(flex)
-    endpoint = session.endpoint
     error = E.NONE
     if transactional_id is not None:
         error, pid, epoch = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1
-    elif pid >= 0 and endpoint.producer_epochs.get(pid) == epoch and epoch < 32767:
-        epoch += 1  # KIP-360: the producer bumps its epoch after an error and keeps its id
-        endpoint.producer_epochs[pid] = epoch
-    else:
-        pid, epoch = next(endpoint.next_producer_id), 0
-        endpoint.producer_epochs[pid] = epoch
+    else:  # a new id every time, also for a bump (pid, epoch given): nothing is kept until the producer writes
+        pid, epoch = next(session.endpoint.next_producer_id), 0
     return Writer().int32(0).int16(error).int64(pid).int16(epoch).tags(flex).getvalue()
 
 

@@ -6,8 +6,10 @@ without reordering responses), and writes each response as one ``size + header +
 
 Hygiene, as the AMQP side has it: a size prefix above ``Emulator.MaxFrameSizeBytes`` (or below a header's size)
 closes the connection before any of the body is read; bytes of an unfinished request count towards the shared
-incomplete-frame budget (``Broker.hold``) with the requests read ahead and not yet answered, and the budget's
-evictions close the connection holding most; connections count
+incomplete-frame budget (``Broker.hold``) with the requests read ahead and not yet answered and the responses
+the client has not read yet (the transport's buffer, responses a latency fault holds back), and the budget's
+evictions drop the connection holding most at once (a client that does not read would never take a graceful
+close's last bytes); connections count
 towards ``MaxConnections`` (over it, the socket is closed at once: Kafka has no way to say why before a request);
 a connection that has not authenticated within 30 s or stays silent for ``IdleTimeoutSeconds`` is closed; while
 the client does not read its responses (the transport's write buffer is full) no further request is processed
@@ -39,6 +41,9 @@ _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id (then cl
 _CORR = struct.Struct(">i")
 _ZERO_TAGS = b"\x00"
 HANDSHAKE_TIMEOUT_S = 30.0  # from connect to a completed SaslAuthenticate
+CLOSE_LINGER_S = 5.0  # a closed connection's unread responses wait this long for the client, then are dropped
+UNREAD_RECHECK_S = 0.25
+EXPIRY_CHECK_S = 60.0  # how often expired producer and group state is looked for (at most)  # how often the bytes a client has not read are re-counted while there are any
 QUEUE_BYTES = 8 * 1024 * 1024  # requests read ahead of the one being answered before reading pauses
 API_VERSIONS_KEY = 18
 CLUSTER_ID = "emulator-kafka-endpoint"  # 22 characters, like a Kafka cluster id's printed length
@@ -48,9 +53,10 @@ BROKER_ID = 0
 class KafkaEndpoint:
     """State shared by every Kafka connection of one emulator: the broker, consumer groups, producer ids.
 
-    ``groups`` is the consumer-group coordinator (groups.py), ``producers`` the idempotent-producer state
-    (producer id -> epoch, and per partition the last batch's sequence numbers, as a Kafka partition leader
-    keeps it). Hub faults reach waiting fetches through ``hub_changed`` (registered with the broker).
+    ``groups`` is the consumer-group coordinator (groups.py), ``sequences`` the idempotent-producer state (per
+    partition and producer id its epoch and last batches' sequence numbers, as a Kafka partition leader keeps it);
+    both expire (``expire``). Hub faults reach waiting fetches through ``hub_changed`` (registered with the
+    broker).
 
     ``connection_log``: a JSON-lines file that gets one row per connection when its first request after the
     sign-in is read: the requests before it carry the client library's own correlation ids (the Java client's
@@ -69,11 +75,11 @@ class KafkaEndpoint:
         self.api_table = apis.TABLE
         self.groups = apis.group_coordinator(broker)
         self.next_producer_id = itertools.count(1000)
-        self.producer_epochs: dict[int, int] = {}
-        # PartitionLog -> {producer id: (epoch, first seq, last seq, base offset) of the last batch appended}
-        self.sequences: dict = {}
+        self.sequences: dict = {}  # PartitionLog -> {producer id: handlers_produce.ProducerState}
         self.fetch_waiters: set = set()
+        self._next_expiry = 0.0
         broker.hub_listeners.append(self.hub_changed)
+        broker.tick_listeners.append(self.expire)
 
     def advertised(self, session) -> tuple[str, int]:
         """Where clients reach this broker: the address and port the client connected to."""
@@ -83,7 +89,27 @@ class KafkaEndpoint:
         conns = [c for c in self.broker.connections if isinstance(c, KafkaSession)]
         return {"connections": len(conns), "authenticated": sum(c.principal is not None for c in conns),
                 "requests": sum(c.requests_served for c in conns), "waiting_fetches": len(self.fetch_waiters),
-                "producer_ids": len(self.producer_epochs)}
+                "producer_ids": len({pid for producers in self.sequences.values() for pid in producers}),
+                "consumer_groups": len(self.groups.groups)}
+
+    def expire(self, now: float) -> None:
+        """Forget what a Kafka broker forgets (the broker's one-second tick calls this; the work is done at most
+        every EXPIRY_CHECK_S, or a quarter of the shorter expiry): an idempotent producer's state in a partition
+        ``ProducerIdExpirationMs`` after its last write, an empty group's offsets ``OffsetsRetentionMs`` after it
+        was last used (GroupCoordinator.expire_offsets)."""
+        cfg = self.broker.cfg
+        if now < self._next_expiry:
+            return
+        self._next_expiry = now + min(EXPIRY_CHECK_S, min(cfg.producer_id_expiration_ms,
+                                                          cfg.offsets_retention_ms) / 4000)
+        oldest = now - cfg.producer_id_expiration_ms / 1000
+        for partition in list(self.sequences):
+            producers = self.sequences[partition]
+            for pid in [pid for pid, state in producers.items() if state.last_write <= oldest]:
+                del producers[pid]
+            if not producers:
+                del self.sequences[partition]
+        self.groups.expire_offsets(now - cfg.offsets_retention_ms / 1000)
 
     def hub_changed(self, hub_name: str) -> None:
         """A hub was deleted, recreated or aged out: wake every waiting fetch so it re-reads the partition."""
@@ -125,6 +151,8 @@ class KafkaSession(asyncio.Protocol):
         self._handshake_due = 0.0
         self._last_read = time.monotonic()
         self._delayed: deque = deque()
+        self._delayed_bytes = 0
+        self._recheck: asyncio.TimerHandle | None = None
         self._delay_timer: asyncio.TimerHandle | None = None
         self._max_request = self.broker.cfg.max_frame_size
 
@@ -150,10 +178,12 @@ class KafkaSession(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        for handle in (self._timer, self._delay_timer):
+        for handle in (self._timer, self._delay_timer, self._recheck):
             if handle is not None:
                 handle.cancel()
-        self._timer = self._delay_timer = None
+        self._timer = self._delay_timer = self._recheck = None
+        self._delayed.clear()
+        self._delayed_bytes = 0
         if self._task is not None and not self._task.done():
             self._task.cancel()
         self._buf = bytearray()
@@ -165,9 +195,11 @@ class KafkaSession(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writable.clear()
+        self._report()
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self._report()
 
     def eof_received(self):
         return None  # the client is done: close our side too
@@ -196,7 +228,7 @@ class KafkaSession(asyncio.Protocol):
         if self._queued_bytes > QUEUE_BYTES and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
-        self.broker.hold(self, len(self._buf) + self._queued_bytes)
+        self._report()
 
     # ------------------------------------------------------------------ requests
     async def _serve(self) -> None:
@@ -211,7 +243,7 @@ class KafkaSession(asyncio.Protocol):
                     return
                 frame = self._queue.popleft()
                 self._queued_bytes -= len(frame)
-                self.broker.hold(self, len(self._buf) + self._queued_bytes)
+                self._report()
                 if self._reading_paused and self._queued_bytes <= QUEUE_BYTES // 2:
                     self._reading_paused = False
                     self.transport.resume_reading()
@@ -270,21 +302,50 @@ class KafkaSession(asyncio.Protocol):
         delay = self.broker.latency_s
         if delay > 0 or self._delayed:
             self._delayed.append((time.monotonic() + delay, data))
+            self._delayed_bytes += len(data)
             if self._delay_timer is None:
                 self._delay_timer = self.broker.loop.call_later(delay, self._drain_delayed)
-            return
-        transport.write(data)
+        else:
+            transport.write(data)
+        self._report()
 
     def _drain_delayed(self) -> None:
         self._delay_timer = None
         now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now + 0.0005:
             data = self._delayed.popleft()[1]
+            self._delayed_bytes -= len(data)
             if self.transport is not None and not self.transport.is_closing():
                 self.transport.write(data)
         if self._delayed:
             self._delay_timer = self.broker.loop.call_later(max(0.0, self._delayed[0][0] - now),
                                                             self._drain_delayed)
+        self._report()
+
+    # ------------------------------------------------------------------ what this connection holds
+    def _unread(self) -> int:
+        """Response bytes written for the client and not taken by it yet: the transport's buffer (beyond what the
+        kernel's socket buffers absorbed) and responses a latency fault holds back."""
+        buffered = 0
+        if self.transport is not None and not self.transport.is_closing():
+            buffered = self.transport.get_write_buffer_size()
+        return buffered + self._delayed_bytes
+
+    def _report(self) -> None:
+        """Tell the shared budget (Broker.hold) what this connection holds: an unfinished request, requests read
+        ahead and responses not read. asyncio says when its buffer passes the high and low water marks only, so
+        while anything is unread it is counted again every UNREAD_RECHECK_S, and a client that did read is not
+        blamed for bytes it has taken."""
+        if self.closed:
+            return
+        unread = self._unread()
+        self.broker.hold(self, len(self._buf) + self._queued_bytes + unread)
+        if unread and self._recheck is None and not self.closed:
+            self._recheck = self.broker.loop.call_later(UNREAD_RECHECK_S, self._recount)
+
+    def _recount(self) -> None:
+        self._recheck = None
+        self._report()
 
     def authenticated(self, principal: str, scope: str = "") -> None:
         """SaslAuthenticate succeeded: other APIs are allowed from now on, on the hubs `scope` covers."""
@@ -315,11 +376,14 @@ class KafkaSession(asyncio.Protocol):
         self.close()
 
     def refuse_buffered(self, condition: str, description: str) -> None:
-        """The namespace-wide budget for incomplete frames ran out and we held most (Broker.hold)."""
+        """The namespace-wide budget for what clients make the emulator hold ran out and we held most
+        (Broker.hold): dropped at once, unread responses with it (a graceful close would wait for a reader that
+        does not read)."""
+        log.info("kafka connection %s dropped: %s: %s", self.peer, condition, description)
         self._buf = bytearray()
         self._queue.clear()
         self._queued_bytes = 0
-        self._refuse(f"{condition}: {description}")
+        self.abort()
 
     def close(self, condition: str | None = None, description: str | None = None, *, linger: bool = False) -> None:
         """Close after pending (possibly delayed) responses; Kafka has no goodbye frame to carry ``condition``."""
@@ -335,8 +399,13 @@ class KafkaSession(asyncio.Protocol):
             self._close_transport()
 
     def _close_transport(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
+        """Close after the responses written so far; a client that has not taken them within CLOSE_LINGER_S
+        is not going to, and is dropped rather than left holding them."""
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.close()
+            if transport.get_write_buffer_size():
+                self.broker.loop.call_later(CLOSE_LINGER_S, transport.abort)
 
     def abort(self) -> None:
         """Drop the TCP connection at once (fault injection, shutdown)."""
