@@ -108,7 +108,7 @@ def _cmd_validate(args) -> int:
     from harness.config import load_scenario
 
     scenario, path, _ = load_scenario(args.scenario, args.set)
-    print(f"{path}: ok")
+    print(f"{path}: ok" + (f"; {scenario.unchecked}" if scenario.unchecked else ""))
     if args.show:
         from harness.secrets import redacted
 
