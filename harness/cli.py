@@ -94,13 +94,16 @@ def _cmd_soak(args) -> int:
 
 
 def _cmd_list(args) -> int:
-    for path in sorted(SCENARIOS_DIR.glob("*.toml")):
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-            desc = str(data.get("description", "")).strip().splitlines()[0] if data.get("description") else ""
-        except (OSError, UnicodeDecodeError, RecursionError, tomllib.TOMLDecodeError, IndexError) as exc:
-            desc = f"(unreadable: {type(exc).__name__}; `harness validate {path.stem}` says why)"
-        print(f"{path.stem:<16} {desc}")
+    from harness.commands import listing
+
+    if args.backend and args.backend not in listing.BACKENDS:
+        raise InputError(f"--backend {args.backend}: one of {', '.join(listing.BACKENDS)}")
+    if args.kind and args.kind not in listing.KINDS:
+        raise InputError(f"--kind {args.kind}: one of {', '.join(listing.KINDS)} (load: neither faults nor a sweep)")
+    found = listing.rows(SCENARIOS_DIR, backend=args.backend, kind=args.kind, word=args.word)
+    out = listing.render(found, args.json)
+    if out is not None:
+        print(out)
     return 0
 
 
@@ -439,7 +442,12 @@ def parser() -> argparse.ArgumentParser:
     _replace_option(sk)
     sk.set_defaults(func=_cmd_soak)
 
-    sub.add_parser("list", help="list scenarios with one-line descriptions").set_defaults(func=_cmd_list)
+    ls = sub.add_parser("list", help="the shipped scenarios: backend, protocol, kind, traffic, faults, description")
+    ls.add_argument("word", nargs="?", help="only scenarios whose name or description holds this word (any case)")
+    ls.add_argument("--backend", help="only this backend's scenarios (kafka, eventhubs)")
+    ls.add_argument("--kind", help="only this kind (load, faults, sweep, soak)")
+    ls.add_argument("--json", action="store_true", help="the rows as a JSON list, for scripts")
+    ls.set_defaults(func=_cmd_list)
 
     v = sub.add_parser("validate", help="check a scenario file without running it")
     v.add_argument("scenario")

@@ -101,8 +101,9 @@ def test_the_wheel_in_a_fresh_venv_outside_the_repo_lists_validates_and_writes_r
     assert version.startswith(f"spark-stream-harness {installed_version('spark-stream-harness')} ("), version
     assert str(site / "harness") in version
 
-    listed = _run([harness, "list"], cwd=cwd, env=env).stdout.splitlines()
-    names = [line.split()[0] for line in listed if line.strip()]
+    import json
+
+    names = [r["name"] for r in json.loads(_run([harness, "list", "--json"], cwd=cwd, env=env).stdout)]
     assert names == [p.stem for p in sorted((ROOT / "scenarios").glob("*.toml"))] and "steady" in names
 
     validated = _run([harness, "validate", "steady"], cwd=cwd, env=env).stdout
