@@ -107,6 +107,13 @@ def _cmd_list(args) -> int:
     return 0
 
 
+def _cmd_init(args) -> int:
+    from harness.commands.init import init
+
+    init(Path(args.directory), query=args.query, name=args.name, install=args.install, force=args.force)
+    return 0
+
+
 def _cmd_validate(args) -> int:
     from harness.config import load_scenario
 
@@ -448,6 +455,21 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument("--kind", help="only this kind (load, faults, sweep, soak)")
     ls.add_argument("--json", action="store_true", help="the rows as a JSON list, for scripts")
     ls.set_defaults(func=_cmd_list)
+
+    from harness.commands.init import DEFAULT_INSTALL, DEFAULT_QUERY
+
+    ini = sub.add_parser("init", help="the harness in your own repository: a starter scenario for your query, a "
+                         "pytest test and GitHub Actions workflows (a pull-request check and a nightly run)")
+    ini.add_argument("directory", nargs="?", default=".", help="the repository's root (default: here)")
+    ini.add_argument("--query", default=DEFAULT_QUERY, metavar="PACKAGE.MODULE:FUNCTION",
+                     help=f"your query function (default {DEFAULT_QUERY}; a starter is written if the module "
+                          "does not exist)")
+    ini.add_argument("--name", help="the scenario's name (default: the module's name)")
+    ini.add_argument("--install", default=DEFAULT_INSTALL, metavar="PIP_SPEC",
+                     help="what the workflows pip-install the harness from: a name, a wheel or a git URL "
+                          f"(default {DEFAULT_INSTALL})")
+    ini.add_argument("--force", action="store_true", help="replace files that exist")
+    ini.set_defaults(func=_cmd_init)
 
     v = sub.add_parser("validate", help="check a scenario file without running it")
     v.add_argument("scenario")
