@@ -94,13 +94,23 @@ def _cmd_soak(args) -> int:
 
 
 def _cmd_list(args) -> int:
-    for path in sorted(SCENARIOS_DIR.glob("*.toml")):
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-            desc = str(data.get("description", "")).strip().splitlines()[0] if data.get("description") else ""
-        except (OSError, UnicodeDecodeError, RecursionError, tomllib.TOMLDecodeError, IndexError) as exc:
-            desc = f"(unreadable: {type(exc).__name__}; `harness validate {path.stem}` says why)"
-        print(f"{path.stem:<16} {desc}")
+    from harness.commands import listing
+
+    if args.backend and args.backend not in listing.BACKENDS:
+        raise InputError(f"--backend {args.backend}: one of {', '.join(listing.BACKENDS)}")
+    if args.kind and args.kind not in listing.KINDS:
+        raise InputError(f"--kind {args.kind}: one of {', '.join(listing.KINDS)} (load: neither faults nor a sweep)")
+    found = listing.rows(SCENARIOS_DIR, backend=args.backend, kind=args.kind, word=args.word)
+    out = listing.render(found, args.json)
+    if out is not None:
+        print(out)
+    return 0
+
+
+def _cmd_init(args) -> int:
+    from harness.commands.init import init
+
+    init(Path(args.directory), query=args.query, name=args.name, install=args.install, force=args.force)
     return 0
 
 
@@ -108,7 +118,7 @@ def _cmd_validate(args) -> int:
     from harness.config import load_scenario
 
     scenario, path, _ = load_scenario(args.scenario, args.set)
-    print(f"{path}: ok")
+    print(f"{path}: ok" + (f"; {scenario.unchecked}" if scenario.unchecked else ""))
     if args.show:
         from harness.secrets import redacted
 
@@ -439,7 +449,27 @@ def parser() -> argparse.ArgumentParser:
     _replace_option(sk)
     sk.set_defaults(func=_cmd_soak)
 
-    sub.add_parser("list", help="list scenarios with one-line descriptions").set_defaults(func=_cmd_list)
+    ls = sub.add_parser("list", help="the shipped scenarios: backend, protocol, kind, traffic, faults, description")
+    ls.add_argument("word", nargs="?", help="only scenarios whose name or description holds this word (any case)")
+    ls.add_argument("--backend", help="only this backend's scenarios (kafka, eventhubs)")
+    ls.add_argument("--kind", help="only this kind (load, faults, sweep, soak)")
+    ls.add_argument("--json", action="store_true", help="the rows as a JSON list, for scripts")
+    ls.set_defaults(func=_cmd_list)
+
+    from harness.commands.init import DEFAULT_INSTALL, DEFAULT_QUERY
+
+    ini = sub.add_parser("init", help="the harness in your own repository: a starter scenario for your query, a "
+                         "pytest test and GitHub Actions workflows (a pull-request check and a nightly run)")
+    ini.add_argument("directory", nargs="?", default=".", help="the repository's root (default: here)")
+    ini.add_argument("--query", default=DEFAULT_QUERY, metavar="PACKAGE.MODULE:FUNCTION",
+                     help=f"your query function (default {DEFAULT_QUERY}; a starter is written if the module "
+                          "does not exist)")
+    ini.add_argument("--name", help="the scenario's name (default: the module's name)")
+    ini.add_argument("--install", default=DEFAULT_INSTALL, metavar="PIP_SPEC",
+                     help="what the workflows pip-install the harness from: a name, a wheel or a git URL "
+                          f"(default {DEFAULT_INSTALL})")
+    ini.add_argument("--force", action="store_true", help="replace files that exist")
+    ini.set_defaults(func=_cmd_init)
 
     v = sub.add_parser("validate", help="check a scenario file without running it")
     v.add_argument("scenario")

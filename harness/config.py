@@ -17,7 +17,8 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from harness import machine
 from harness.backends import DEFAULT_KIND, SPECS, spec_union
@@ -367,6 +368,7 @@ class Scenario(Strict):
     sweep: dict[str, list[Union[Scalar, dict[str, Scalar]]]] = Field(default_factory=dict, description=(
         "[sweep]: dotted key -> values (scalars, or inline tables that set a table's keys together); `harness run` "
         "runs every combination (harness.commands.sweep)"))
+    _unchecked: str | None = PrivateAttr(None)  # what validation could not check here (harness.settings.check)
     sweep_repeat: int = Field(1, ge=1, le=MAX_SWEEP_RUNS, description=(
         "[sweep] repeat = N: each combination runs N times; harness compare takes the spread across them as the "
         "noise (harness.commands.repeat)"))
@@ -464,8 +466,13 @@ class Scenario(Strict):
         misspelt key is refused with the nearest names, not ignored by the software and PASSed. A run's recorded
         scenario was judged when it started: re-judging a copied run directory needs no JVM (`validate_resolved`)."""
         if not (info.context or {}).get(RECORDED):
-            check_setting_names(self)
+            self._unchecked = check_setting_names(self)
         return self
+
+    @property
+    def unchecked(self) -> str | None:
+        """What validation could not check on this machine and why (Spark's names without PySpark), or None."""
+        return self._unchecked
 
     @model_validator(mode="after")
     def _faults_within_the_run(self):

@@ -32,6 +32,19 @@ def is_quiet() -> bool:
     return bool(os.environ.get("CI")) or not sys.stdout.isatty()
 
 
+def _deciding(checks: list[dict]) -> str:
+    """The checks that kept a run from passing, by status, for the console's last line ("" when none)."""
+    by_status: dict[str, list[str]] = {}
+    for check in checks:
+        status = status_of(check)
+        if status in ("fail", "unknown", "unjudged"):
+            by_status.setdefault(status, []).append(check["name"])
+    parts = [(", ".join(names) if status == "fail" else f"{status}: {', '.join(names)}")
+             for status, names in sorted(by_status.items(), key=lambda kv: ("fail", "unknown", "unjudged").index(
+                 kv[0]))]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 class _Bar:
     def __init__(self, progress: Progress | None, task, console: "Console"):
         self.progress, self.task, self.console = progress, task, console
@@ -162,4 +175,5 @@ class Console:
                       + (f", backlog peak {r['backlog_peak_events']:,.0f}" if r.get("backlog_peak_events") else ""))
         html = run_dir / "report.html"
         size = f" ({html.stat().st_size / 1e6:.2f} MB)" if html.exists() else ""
-        self.info(f"report: {run_dir}/report.html{size}, report.md   result: {run_dir}/result.json")
+        self.info(f"{result['scenario']} on {result['backend']}: {verdict.upper()}{_deciding(result['checks'])}; "
+                  f"report: {run_dir}/report.html{size}, report.md   result: {run_dir}/result.json")

@@ -1,8 +1,21 @@
-"""JVM classpaths from Maven Central, resolved by the poms kept beside this file and cached outside git.
+"""JVM classpaths from Maven Central (or a team's own mirror), resolved by the poms kept beside this file and cached
+outside git.
 
 Each classpath is one directory `<cache>/jvm/<name>-<hash of pom+settings>/` filled by Maven's
 `dependency:copy-dependencies`; changing a pom changes the hash, so a stale cache is never reused. When no `mvn`
-is on PATH, Maven itself is fetched from Maven Central (checksum verified) into the cache.
+is on PATH, Maven itself is fetched (checksum verified) into the cache.
+
+Where from (`source`), first that applies:
+- `HARNESS_MAVEN_MIRROR` (a URL: Artifactory, Nexus, any repository laid out as Maven Central): every artifact
+  through it, with `HARNESS_MAVEN_USERNAME` / `HARNESS_MAVEN_PASSWORD` when it needs a sign-in. The settings file
+  Maven is given names them as `${env.…}`, which Maven reads from its environment: a credential is never
+  written;
+- the user's own `~/.m2/settings.xml` when it declares a `<mirror>` (a team's usual set-up);
+- else Maven Central only (settings.xml here: Spark's parent pom names other repositories the harness must not
+  depend on).
+The source is not part of the cache key: the same jars from a mirror are the same jars. So `harness setup` fills
+the cache once, and runs after it need no network at all, the mirror unreachable or not (a run only reads the
+cache: Maven runs only for a classpath not there yet).
 """
 from __future__ import annotations
 
@@ -12,10 +25,15 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import urllib.request
+import urllib.parse
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
+from harness.errors import InputError
 from harness.paths import cache_dir, pyspark_home
 
 HERE = Path(__file__).resolve().parent
@@ -26,8 +44,81 @@ KAFKA_BROKER, SPARK_KAFKA = "kafka-broker", "spark-kafka"  # the artifact sets, 
 CLASSPATHS = (KAFKA_BROKER, SPARK_KAFKA)
 
 
+MIRROR_ENV, USERNAME_ENV, PASSWORD_ENV = "HARNESS_MAVEN_MIRROR", "HARNESS_MAVEN_USERNAME", "HARNESS_MAVEN_PASSWORD"
+MIRROR_ID = "harness-mirror"
+
+
 class SetupError(RuntimeError):
     pass
+
+
+class MirrorSettingError(SetupError, InputError):
+    """A mirror setting in the environment that cannot work: bad input (exit 2), said before Maven starts."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where Maven fetches from: `what` in words (for messages), the repository URL the Maven download comes from
+    when no `mvn` is installed, and the settings text to give Maven (None: the file at `settings_path`)."""
+    what: str
+    base_url: str
+    settings_text: str | None = None
+    settings_path: Path | None = None
+
+
+def _mirror_settings(url: str, signed_in: bool) -> str:
+    server = (f"  <servers>\n    <server>\n      <id>{MIRROR_ID}</id>\n"
+              f"      <username>${{env.{USERNAME_ENV}}}</username>\n"
+              f"      <password>${{env.{PASSWORD_ENV}}}</password>\n    </server>\n  </servers>\n"
+              if signed_in else "")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<!-- written by harness.jvm.artifacts from ${MIRROR_ENV}; credentials stay in the environment -->\n"
+            '<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">\n' + server +
+            f"  <mirrors>\n    <mirror>\n      <id>{MIRROR_ID}</id>\n      <mirrorOf>*</mirrorOf>\n"
+            f"      <url>{url}</url>\n    </mirror>\n  </mirrors>\n</settings>\n")
+
+
+def source(environ: Mapping[str, str] | None = None, user_settings: Path | None = None) -> Source:
+    """Where the jars come from (the module's docstring); SetupError for a mirror setting that cannot work."""
+    environ = os.environ if environ is None else environ
+    user_settings = Path.home() / ".m2" / "settings.xml" if user_settings is None else user_settings
+    url = (environ.get(MIRROR_ENV) or "").strip()
+    if url:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise MirrorSettingError(f"${MIRROR_ENV}: a repository URL, http(s)://host/path (laid out as Maven "
+                                     f"Central), got {url!r}")
+        if parsed.username or parsed.password:
+            raise MirrorSettingError(f"${MIRROR_ENV}: no credentials in the URL; give them in ${USERNAME_ENV} and "
+                                     f"${PASSWORD_ENV} (read by Maven from the environment, never written)")
+        user, password = environ.get(USERNAME_ENV), environ.get(PASSWORD_ENV)
+        if bool(user) != bool(password):
+            raise MirrorSettingError(f"${USERNAME_ENV} and ${PASSWORD_ENV} go together: "
+                                     f"{USERNAME_ENV if not user else PASSWORD_ENV} is not set")
+        url = url.rstrip("/")
+        return Source(f"the mirror {url} (${MIRROR_ENV})", url, settings_text=_mirror_settings(url, bool(user)))
+    try:
+        text = user_settings.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if "<mirror>" in text:
+        return Source(f"the mirror in {user_settings}", CENTRAL, settings_path=user_settings)
+    return Source("Maven Central", CENTRAL, settings_path=SETTINGS)
+
+
+@contextmanager
+def _settings_file(src: Source):
+    """The settings file for Maven's `-s`: the source's own, or its text in a private file removed afterwards."""
+    if src.settings_text is None:
+        yield src.settings_path
+        return
+    fd, name = tempfile.mkstemp(prefix="maven-settings-", suffix=".xml", dir=cache_dir())
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(src.settings_text)
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 @contextmanager
@@ -41,8 +132,8 @@ def _locked(name: str):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def maven() -> str:
-    """Path of an `mvn` to run: the one on PATH, else Maven fetched from Maven Central into the cache."""
+def maven(src: Source | None = None) -> str:
+    """Path of an `mvn` to run: the one on PATH, else Maven fetched from the source's repository into the cache."""
     found = shutil.which("mvn")
     if found:
         return found
@@ -53,13 +144,15 @@ def maven() -> str:
     with _locked("maven"):
         if mvn.exists():
             return str(mvn)
-        base = f"{CENTRAL}/org/apache/maven/apache-maven/{MAVEN_VERSION}/apache-maven-{MAVEN_VERSION}-bin.tar.gz"
+        src = src or source()
+        base = (f"{src.base_url}/org/apache/maven/apache-maven/{MAVEN_VERSION}/"
+                f"apache-maven-{MAVEN_VERSION}-bin.tar.gz")
         tgz = cache_dir() / f"apache-maven-{MAVEN_VERSION}-bin.tar.gz"
         try:
             urllib.request.urlretrieve(base, tgz)
             expected = urllib.request.urlopen(base + ".sha512", timeout=60).read().decode().split()[0]
         except OSError as exc:
-            raise SetupError(f"cannot fetch Maven from Maven Central ({base}): {exc}") from exc
+            raise SetupError(f"cannot fetch Maven from {src.what} ({base}): {exc}") from exc
         digest = hashlib.sha512(tgz.read_bytes()).hexdigest()
         if digest != expected:
             tgz.unlink()
@@ -99,16 +192,19 @@ def resolve(name: str, quiet: bool = True) -> list[Path]:
 
 
 def _copy_dependencies(name: str, out: Path, quiet: bool) -> None:
+    src = source()
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    argv = [maven(), "-B", "-s", str(SETTINGS), "-f", str(HERE / name / "pom.xml"),
-            "dependency:copy-dependencies", f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
-    if quiet:
-        argv.insert(2, "-q")
-    proc = subprocess.run(argv, capture_output=quiet, text=True)
+    with _settings_file(src) as settings:
+        argv = [maven(src), "-B", "-s", str(settings), "-f", str(HERE / name / "pom.xml"),
+                "dependency:copy-dependencies", f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
+        if quiet:
+            argv.insert(2, "-q")
+        proc = subprocess.run(argv, capture_output=quiet, text=True)
     if proc.returncode != 0:
         detail = (proc.stdout or "")[-3000:] if quiet else ""
-        raise SetupError(f"Maven could not resolve {HERE / name / 'pom.xml'} (exit {proc.returncode}):\n{detail}")
+        raise SetupError(f"Maven could not resolve {HERE / name / 'pom.xml'} from {src.what} "
+                         f"(exit {proc.returncode}):\n{detail}")
     (tmp / ".complete").write_text("ok\n")
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)

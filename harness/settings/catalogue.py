@@ -156,6 +156,16 @@ def _cached(kind: str, version: str, build, required: tuple[str, ...] = ()) -> d
     return names
 
 
+def spark_missing() -> str | None:
+    """Why Spark's setting names cannot be read on this machine (PySpark, whose jars hold them, is not installed:
+    a light CI job that only lints scenario files), or None."""
+    try:
+        importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        return "PySpark is not installed here"
+    return None
+
+
 def spark_version_key() -> str:
     return f"{importlib.metadata.version('pyspark')}-{classpath_dir(SPARK_KAFKA).name}"
 

@@ -27,12 +27,14 @@ def steady_run(harness_runner, tmp_path_factory):
     window, once for every test that reads a finished run (its result, its report, a comparison against it): (the
     run directory, the completed process with the runner's output, the token in its processes' environment). Its
     trigger is 2 s, not the shipped 1 s: on two cores shared with the test session a median batch of 1.2 s is the
-    machine, not what these tests look at (headroom lists it, not required)."""
+    machine, not what these tests look at (headroom lists it, not required). Its Maven mirror is a port nothing
+    listens on: a run reads its jars from the cache `harness setup` filled and needs no network for them."""
     import subprocess
 
     out = tmp_path_factory.mktemp("steady") / "run"
     token = uuid.uuid4().hex
-    result = harness_runner.run("steady", out=out, env={"HARNESS_TEST_TOKEN": token}, timeout=600,
+    result = harness_runner.run("steady", out=out, timeout=600,
+                                env={"HARNESS_TEST_TOKEN": token, "HARNESS_MAVEN_MIRROR": "http://127.0.0.1:9/none"},
                                 **{"producers.duration_s": 20, "spark.trigger.interval": "2 seconds"})
     proc = subprocess.CompletedProcess(["harness", "run", "steady"], result.exit_code,
                                        stdout=result.log_path.read_text(errors="replace"), stderr="")

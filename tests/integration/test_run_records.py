@@ -21,7 +21,8 @@ def test_the_run_directory_keeps_what_the_console_printed(steady_run):
                                                  r"steady on kafka: |│ |produced |throughput: |end-to-end latency|"
                                                  r"report: )", line)]
     assert len(said) >= 9 and [line for line in said if line not in lines] == []
-    assert lines[0] == f"run directory: {out}" and lines[-1].startswith("report: ")
+    assert lines[0] == f"run directory: {out}"
+    assert re.match(r"steady on kafka: (PASS|FAIL \(.+\)); report: \S+report\.html", lines[-1]), lines[-1]
     assert "Spark's processing rate while busy" in log and "│ no_duplicates" in log
 
 

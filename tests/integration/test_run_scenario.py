@@ -150,10 +150,11 @@ def test_bad_scenario_exits_2_before_starting_anything(harness_env, tmp_path):
 
 
 def test_list_shows_scenarios_with_descriptions(harness_env):
-    proc = subprocess.run([sys.executable, "-m", "harness", "list"], env=harness_env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "harness", "list", "steady"], env=dict(harness_env, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
-    assert any(line.startswith("steady ") and "constant" in line for line in proc.stdout.splitlines())
+    assert any(line.startswith("steady ") and " kafka " in line and " load " in line
+               for line in proc.stdout.splitlines()), proc.stdout
 
 
 def test_the_run_report_draws_every_figure_from_the_run(steady_run, browser):

@@ -70,25 +70,37 @@ def test_the_wheel_carries_every_package_file_the_scenarios_and_the_license(whee
     assert "Description-Content-Type: text/markdown" in text
 
 
-def test_the_wheel_in_a_fresh_venv_outside_the_repo_lists_validates_and_writes_runs_under_the_cwd(wheel, tmp_path):
-    venv, cwd = tmp_path / "venv", tmp_path / "elsewhere"
-    cwd.mkdir()
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """A fresh venv outside the repository with the wheel installed (its dependencies from the project venv):
+    (venv, site-packages, the environment to run it with)."""
+    tmp_path = tmp_path_factory.mktemp("installed")
+    venv = tmp_path / "venv"
     base = getattr(sys, "_base_executable", None) or shutil.which("python3.11")
     _run([base, "-m", "venv", "--without-pip", str(venv)], cwd=tmp_path, env=dict(os.environ))
     python = venv / "bin" / "python"
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     cwd=cwd, env=dict(os.environ)).stdout.strip())
+                     cwd=tmp_path, env=dict(os.environ)).stdout.strip())
     deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "pyspark").is_dir())
     (site / "project-deps.pth").write_text(f"{deps}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HARNESS_RUNS", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
 
-    before = subprocess.run([str(python), "-c", "import harness"], cwd=cwd, env=env, capture_output=True, text=True)
+    before = subprocess.run([str(python), "-c", "import harness"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True)
     assert before.returncode != 0 and "No module named 'harness'" in before.stderr, \
         "the repository must not be importable in the fresh venv (else the test proves nothing)"
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
-          str(wheel)], cwd=cwd, env=env)
+          str(wheel)], cwd=tmp_path, env=env)
+    return venv, site, env
 
+
+def test_the_wheel_in_a_fresh_venv_outside_the_repo_lists_validates_and_writes_runs_under_the_cwd(installed,
+                                                                                                  tmp_path):
+    venv, site, env = installed
+    python = venv / "bin" / "python"
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
     where = _run([str(python), "-c", "import harness, harness.paths as p; print(harness.__file__); "
                   "print(p.SCENARIOS_DIR); print(p.runs_dir())"], cwd=cwd, env=env).stdout.split("\n")
     assert Path(where[0]).is_relative_to(site) and not Path(where[0]).is_relative_to(ROOT), where
@@ -101,10 +113,35 @@ def test_the_wheel_in_a_fresh_venv_outside_the_repo_lists_validates_and_writes_r
     assert version.startswith(f"spark-stream-harness {installed_version('spark-stream-harness')} ("), version
     assert str(site / "harness") in version
 
-    listed = _run([harness, "list"], cwd=cwd, env=env).stdout.splitlines()
-    names = [line.split()[0] for line in listed if line.strip()]
+    import json
+
+    names = [r["name"] for r in json.loads(_run([harness, "list", "--json"], cwd=cwd, env=env).stdout)]
     assert names == [p.stem for p in sorted((ROOT / "scenarios").glob("*.toml"))] and "steady" in names
 
     validated = _run([harness, "validate", "steady"], cwd=cwd, env=env).stdout
     assert validated.startswith(f"{site / 'harness' / 'scenarios' / 'steady.toml'}: ok"), validated
     assert not (cwd / "runs").exists()  # validate writes nothing
+
+
+def test_harness_init_in_an_empty_directory_writes_a_starter_whose_test_passes(installed, tmp_path):
+    """Issue 32: from an empty directory outside this checkout, with the harness installed from the wheel,
+    `harness init` writes a team's starter (a query module, its scenario, a pytest test through the plugin and
+    two workflows) and the generated test passes: a short run of the starter scenario on the embedded Kafka."""
+    import yaml
+
+    venv, _site, env = installed
+    repo = tmp_path / "team-repo"
+    repo.mkdir()
+    said = _run([str(venv / "bin" / "harness"), "init", "--query", "team_jobs.enrich:build"], cwd=repo, env=env)
+    assert "wrote scenarios/enrich.toml" in said.stdout
+    written = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file())
+    assert written == [".github/workflows/streaming-harness-nightly.yml", ".github/workflows/streaming-harness.yml",
+                       "pytest.ini", "scenarios/enrich.toml", "team_jobs/__init__.py", "team_jobs/enrich.py",
+                       "tests/test_enrich_harness.py"]
+    for workflow in (repo / ".github" / "workflows").glob("*.yml"):
+        steps = yaml.safe_load(workflow.read_text())["jobs"]
+        assert steps and "@@" not in workflow.read_text()
+    _run([str(venv / "bin" / "harness"), "validate", "scenarios/enrich.toml"], cwd=repo, env=env)
+    test = _run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 "tests/test_enrich_harness.py"], cwd=repo, env=env, timeout=600)
+    assert "1 passed" in test.stdout, test.stdout[-3000:]

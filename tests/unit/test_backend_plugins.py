@@ -15,6 +15,13 @@ OWN_OPTIONS = {"add_partitions": "add = 2\n", "network": 'mode = "latency"\nlate
 BACKENDS = Path(__file__).resolve().parents[2] / "harness" / "backends"
 
 
+
+@pytest.fixture(autouse=True)
+def namespace_connection_string(monkeypatch):
+    """mode = namespace reads its connection string from the environment when the spec is built."""
+    monkeypatch.setenv("EVENTHUBS_CONNECTION_STRING",
+                       "Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v")
+
 def spec(kind="kafka", **backend):
     return SPECS[kind].model_validate({"kind": kind, **backend})
 

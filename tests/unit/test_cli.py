@@ -52,10 +52,11 @@ def test_report_rebuilds_report_md_from_result_json_and_refuses_a_non_run_direct
 def test_list_names_an_unreadable_scenario_file_instead_of_a_traceback(tmp_path, monkeypatch, capsys):
     from harness import cli
 
-    (tmp_path / "good.toml").write_text('description = "fine"\n', encoding="utf-8")
+    (tmp_path / "good.toml").write_text('name = "good"\ndescription = "fine"\n[producers]\n'
+                                        'rate = { kind = "constant", eps = 100 }\n', encoding="utf-8")
     (tmp_path / "latin.toml").write_bytes('description = "caf\xe9"\n'.encode("latin-1"))
     monkeypatch.setattr(cli, "SCENARIOS_DIR", tmp_path)
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert "good" in out and "fine" in out
-    assert "latin" in out and "unreadable: UnicodeDecodeError" in out
+    assert "latin" in out and "does not load: UnicodeDecodeError" in out

@@ -161,3 +161,36 @@ def test_every_relative_link_leads_to_a_file(page):
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
         if "://" not in target:
             assert (page.parent / target).exists(), f"{page.name}: {target}"
+
+
+def test_no_page_carries_a_path_of_the_machine_it_was_written_on():
+    """Issue 32: README and docs/options.md showed /work/main/..., the checkout of the machine they were written
+    on; a reader's differs. Examples name paths a reader has (~/..., runs/...) or obviously made-up ones."""
+    machine = re.compile(r"(?<![\w.~])/(?:work|root|home/[a-z_][\w-]*)/")
+    found = [f"{page.relative_to(ROOT)}:{n}" for page in PAGES
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1) if machine.search(line)]
+    assert found == []
+
+
+def test_the_first_screen_says_what_it_needs_and_costs():
+    first = README.read_text(encoding="utf-8").split("## 2.")[0]
+    for needed in ("**Linux**", "**Python 3.11**", "**Java 17**", "PyPI and Maven Central",
+                   "`make test` about 25 minutes", "Disk: about"):
+        assert needed in first, needed
+
+
+@pytest.mark.parametrize("page, command", [
+    (README, r"\$ \.venv/bin/harness (run stedy)\n"),
+    (ROOT / "docs" / "options.md", r"\.venv/bin/harness (validate steady --set spark\.conf\.spark\.sql\.shufle\S+)"),
+])
+def test_an_error_a_page_shows_is_the_one_the_command_prints(page, command, capsys):
+    """Issue 32: README's did-you-mean example had drifted from the real output. The error line shown after the
+    command (up to where it lists every name, or names a path) is what the command prints today."""
+    text = page.read_text(encoding="utf-8")
+    m = re.search(command, text)
+    assert m, command
+    shown = next(line for line in text[m.end():].splitlines() if line.startswith("error: "))
+    assert main(shlex.split(m.group(1))) == 2
+    printed = capsys.readouterr().err.strip()
+    for part in re.split(r" \(on [^)]*\)| known: .*", shown):
+        assert part.rstrip(".,") in printed, (part, printed)

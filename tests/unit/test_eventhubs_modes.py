@@ -7,6 +7,16 @@ from harness.backends.eventhubs import container
 from harness.config import ConfigError, load_scenario
 from harness.errors import InputError
 
+NAMESPACE = "Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey="
+KEY = "c2VjcmV0LWtleS1ub3QtdG8tYmUtZWNob2Vk"
+
+
+@pytest.fixture(autouse=True)
+def namespace_connection_string(monkeypatch):
+    """mode = namespace reads its connection string from the environment when the scenario loads."""
+    monkeypatch.setenv("EVENTHUBS_CONNECTION_STRING", NAMESPACE + KEY)
+
+
 CONTROL_FAULTS = {
     "age_out": 'kind = "age_out"\nat_s = 5\nkeep_last = 10',
     "hub_delete": 'kind = "hub_delete"\nat_s = 5\nrecreate = true',
@@ -109,3 +119,26 @@ def test_a_hub_beyond_the_quotas_is_refused_before_docker_is_asked(tmp_path, mon
     with pytest.raises(InputError, match="allows 1-32 partitions per hub"):
         container.ContainerEventHubs("events", 40).start(tmp_path, supervisor=None)
     assert asked == []
+
+
+@pytest.mark.parametrize("value, why", [
+    (None, "which is unset"),
+    ("  ", "which is empty"),
+    ("Endpoint=sb://myns.servicebus.windows.net/", "At least one of the SharedAccessKey or SharedAccessSignature"),
+    ("Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey",
+     "Should be in the format: Endpoint=sb://<FQDN>/;SharedAccessKeyName=<KeyName>;SharedAccessKey=<KeyValue>"),
+    (f"SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={KEY}", "blank or malformed"),
+])
+def test_a_namespace_connection_string_the_sdk_would_refuse_is_refused_at_load(tmp_path, monkeypatch, value, why):
+    """Issue 32: only `Endpoint=` was looked for, at start: an unset variable or a string without its keys passed
+    `validate` and the run ended in the SDK's `ValueError: Invalid connection string` (exit 1, a run directory).
+    Now the SDK's own parser judges it when the scenario loads (exit 2), and the key is never quoted."""
+    if value is None:
+        monkeypatch.delenv("EVENTHUBS_CONNECTION_STRING")
+    else:
+        monkeypatch.setenv("EVENTHUBS_CONNECTION_STRING", value)
+    with pytest.raises(ConfigError) as info:
+        load_scenario(str(scenario_file(tmp_path, "namespace", SERVICE_FAULTS["driver_kill"])))
+    message = str(info.value)
+    assert "backend.eventhubs: connection_string_env: " in message and "$EVENTHUBS_CONNECTION_STRING" in message, message
+    assert why in message and KEY not in message

@@ -133,3 +133,23 @@ def test_kafka_versions_are_said_only_for_kafka_runs():
     assert external["kafka broker"] == "external cluster (its version not asked)"
     assert environment.kafka_versions({"kind": "kafka", "mode": "container", "image": "apache/kafka:4.1.1"})[
         "kafka broker"] == "image apache/kafka:4.1.1"
+
+
+def test_the_console_ends_with_the_verdict_the_checks_that_decided_it_and_the_report(tmp_path, capsys):
+    """Issue 32: the verdict stood above a 40-line table and the last line was the report's path. Now the last
+    line says both, with the checks that kept the run from passing."""
+    result = json.loads((FIXTURES / "steady.result.json").read_text())
+    console = Console(quiet=True)
+    console.summary(result, tmp_path)
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("steady on kafka: PASS; report: ") and last.endswith("result.json"), last
+    names = [c["name"] for c in result["checks"]]
+    for check in result["checks"]:
+        if check["name"] == names[0]:
+            check["ok"], check["status"] = False, "fail"
+        if check["name"] == names[1]:
+            check["ok"], check["status"] = None, "unknown"
+    result["verdict"] = "fail"
+    console.summary(result, tmp_path)
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith(f"steady on kafka: FAIL ({names[0]}; unknown: {names[1]}); report: "), last

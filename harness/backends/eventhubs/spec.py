@@ -7,6 +7,7 @@ Why the sender, key placement, batch cap and jars are properties here (class con
 follow the protocol, so on the Kafka path they are exactly the Kafka backend's."""
 from __future__ import annotations
 
+import os
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -31,6 +32,18 @@ _AMQP = {"sender": "harness.backends.eventhubs.sender:EventHubsSender", "batch_c
 _KAFKA = {name: getattr(KafkaSpec, name) for name in _AMQP}
 # what the query fails with when events it had to read are gone and failOnDataLoss = true
 DATA_LOSS = {"amqp": "EventHubsDataLossError", "kafka": "KAFKA_DATA_LOSS"}
+
+
+def connection_string_problem(conn: str) -> str | None:
+    """What the azure-eventhub SDK's own parser (the one `from_connection_string` runs) refuses in `conn`, or None.
+    Its messages name the rule, never the value."""
+    from azure.eventhub._client_base import _parse_conn_str  # noqa: PLC2701 - the rule the clients apply
+
+    try:
+        _parse_conn_str(conn, eventhub_name="hub")
+    except ValueError as exc:
+        return str(exc).rstrip(".")
+    return None
 
 
 class EventHubsSpec(BackendSpec):
@@ -75,6 +88,27 @@ class EventHubsSpec(BackendSpec):
         for group in self.consumer_groups:
             if not group or len(group) > 50:
                 raise ValueError(f"consumer_groups: {group!r} must be 1-50 characters")
+        return self
+
+    @model_validator(mode="after")
+    def _namespace_connection_string(self):
+        """mode = namespace: the connection string must be in the environment and be one the SDK takes, checked at
+        load (exit 2 before anything starts) rather than as the SDK's ValueError in the middle of a run. Never
+        quoted: it holds the key."""
+        if self.mode != "namespace":
+            return self
+        var = self.connection_string_env
+        conn = os.environ.get(var)
+        if not conn or not conn.strip():
+            raise ValueError(f"connection_string_env: mode = 'namespace' reads the namespace's connection string "
+                             f"from ${var}, which is {'unset' if conn is None else 'empty'}")
+        problem = connection_string_problem(conn)
+        if problem:
+            shape = "" if "Endpoint=sb://" in problem else (
+                " (Endpoint=sb://<namespace>.servicebus.windows.net/;SharedAccessKeyName=<name>;SharedAccessKey=<key>,"
+                " or a SharedAccessSignature=<token> in place of the key)")
+            raise ValueError(f"connection_string_env: ${var} is not a connection string the azure-eventhub SDK "
+                             f"takes: {problem}{shape}")
         return self
 
     @model_validator(mode="after")
