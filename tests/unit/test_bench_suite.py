@@ -98,7 +98,7 @@ def test_cli_json_shape_and_exit_code(tmp_path, monkeypatch, capsys, what):
     if what == "all":
         assert code == 1  # the checker raised
         assert list(data) == ["producers", "footprint", "kafka-query", "emulator", "eh-source", "eh-producers",
-                              "checker", "startup", "rtm"]
+                              "checker", "startup", "rtm", "kafka-hostile"]
         assert data["checker"]["error"] == "RuntimeError: checker broke"
         assert data["producers"]["rows"][0]["ratio"] == 0.5
     else:
