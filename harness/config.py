@@ -788,12 +788,13 @@ def read_toml(path: Path) -> dict:
 
 
 def _check_query(scenario: Scenario, path: Path) -> None:
-    """The named query must exist (a user's module is looked up next to the scenario file first) and accept
-    its query_params (harness.queries: the contract)."""
-    from harness.queries import QueryError, importable, resolve
+    """The named query must exist (a user's module is looked up next to the scenario file first, then in the
+    directories above it: harness.queries.query_home) and accept its query_params (harness.queries: the
+    contract)."""
+    from harness.queries import QueryError, importable, query_home, resolve
 
     if ":" in scenario.spark.query:
-        importable(path.parent)
+        importable(query_home(scenario.spark.query, path.parent))
     else:
         from harness.queries import BUILT_IN
 

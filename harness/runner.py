@@ -43,7 +43,7 @@ from harness.spark.state_reader import read_state
 from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
 from harness.spark.realtime import warnings as realtime_warnings
-from harness.queries import resolve as resolve_query
+from harness.queries import query_home, resolve as resolve_query
 from harness.supervisor import StoppedBySignal, Supervisor
 from harness.timeline import Timeline
 from harness.result import RunResult
@@ -114,7 +114,7 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     with Supervisor(uuid.uuid4().hex) as sup:
         ctx = RunContext(scenario, run_dir, sup, Timeline(run_dir / "timeline.jsonl"),
                          backend or make_backend(scenario.backend, scenario.stream),
-                         console, state=RunState(scenario_dir=str(path.parent.resolve())))
+                         console, state=RunState(scenario_dir=str(query_home(scenario.spark.query, path.parent))))
         ctx.resource_sampler = sampler = ResourceSampler(
             run_dir / "resources.jsonl", sup.run_id, run_dir,
             scenario.soak.resource_interval_s if scenario.soak else RESOURCE_INTERVAL_S)

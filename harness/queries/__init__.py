@@ -100,6 +100,19 @@ class QueryDef:
         return getattr(self.function, "read_sink", None)
 
 
+def query_home(query: str, scenario_dir: Path | str) -> Path:
+    """Where a user's query module (`package.module:function`) is imported from: the scenario file's directory, or
+    the nearest directory above it that holds the module's top-level package or file (a repository keeps its
+    scenarios in scenarios/ and its code at the root, as `harness init` lays it out). The scenario's directory when
+    none does (the module may be installed)."""
+    start = Path(scenario_dir).resolve()
+    top = query.partition(":")[0].split(".")[0]
+    for directory in (start, *start.parents):
+        if (directory / f"{top}.py").is_file() or (directory / top).is_dir():
+            return directory
+    return start
+
+
 def importable(directory: Path | str) -> str:
     """Put a scenario's directory first on this process's path (its user modules live there); returns it."""
     path = str(Path(directory).resolve())
