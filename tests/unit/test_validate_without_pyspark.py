@@ -1,9 +1,10 @@
 """Issue 32: `harness validate` on a machine without PySpark (a light CI job that lints scenario files) ended in a
 40-line PackageNotFoundError traceback. Now it checks everything that does not need Spark's own setting names and
-says in one line what it left and why; what it can check is still refused (exit 2).
+says in one line what it left and why; what it can check is still refused (exit 2). And a Kafka-only install
+(without the `eventhubs` extra) runs Kafka scenarios and refuses Event Hubs ones at load, naming the extra.
 
-The machine without PySpark is this interpreter with the distribution and the package made invisible before the
-harness is imported, so the whole command runs as it would there."""
+The machine without a package is this interpreter with the distribution and the package made invisible before
+the harness is imported, so the whole command runs as it would there."""
 from __future__ import annotations
 
 import subprocess
@@ -11,27 +12,34 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WITHOUT_PYSPARK = """
-import importlib.metadata as m, sys
+WITHOUT = """
+import importlib.metadata as m, importlib.util as u, sys
+GONE = {gone!r}
 _version = m.version
 def version(name):
-    if name.lower() == "pyspark":
+    if name.lower() in GONE:
         raise m.PackageNotFoundError(name)
     return _version(name)
 m.version = version
-class NoPySpark:
+_find_spec = u.find_spec
+def find_spec(name, package=None):
+    if name.split(".")[0] in GONE or name in GONE:
+        return None
+    return _find_spec(name, package)
+u.find_spec = find_spec
+class Gone:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "pyspark":
-            raise ModuleNotFoundError(f"No module named {name!r}")
-sys.meta_path.insert(0, NoPySpark())
+        if name.split(".")[0] in GONE or name in GONE:
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+sys.meta_path.insert(0, Gone())
 from harness.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
 
-def _validate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK, "validate", *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=120)
+def _validate(*args: str, gone: tuple[str, ...] = ("pyspark",)) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", WITHOUT.format(gone=set(gone)), "validate", *args], cwd=ROOT,
+                          text=True, capture_output=True, timeout=120)
 
 
 def test_every_shipped_scenario_validates_and_names_what_it_left():
@@ -55,3 +63,13 @@ def test_what_needs_no_spark_is_still_refused(tmp_path):
     done = _validate(str(bad))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "producers.client.linger.mss: unknown librdkafka setting" in done.stderr, done.stderr
+
+
+def test_without_the_eventhubs_extra_kafka_runs_and_event_hubs_is_refused_naming_it():
+    gone = ("azure", "azure.eventhub", "crc32c")
+    assert _validate("steady", gone=gone).returncode == 0
+    for name in ("eh-steady", "ehk-skew"):
+        done = _validate(name, gone=gone)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert ("Event Hubs needs azure-eventhub and crc32c, which are not installed: pip install "
+                "'spark-stream-harness[eventhubs]'") in done.stderr

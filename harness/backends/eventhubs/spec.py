@@ -7,6 +7,7 @@ Why the sender, key placement, batch cap and jars are properties here (class con
 follow the protocol, so on the Kafka path they are exactly the Kafka backend's."""
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any, Literal
 
@@ -88,6 +89,18 @@ class EventHubsSpec(BackendSpec):
         for group in self.consumer_groups:
             if not group or len(group) > 50:
                 raise ValueError(f"consumer_groups: {group!r} must be 1-50 characters")
+        return self
+
+    @model_validator(mode="after")
+    def _installed(self):
+        """Event Hubs needs the `eventhubs` extra (the azure-eventhub SDK, and crc32c for the emulator's Kafka
+        endpoint): without it the scenario is refused at load, not halfway through a run."""
+        missing = [name for module, name in (("azure.eventhub", "azure-eventhub"), ("crc32c", "crc32c"))
+                   if importlib.util.find_spec(module.split(".")[0]) is None
+                   or importlib.util.find_spec(module) is None]
+        if missing:
+            raise ValueError(f"Event Hubs needs {' and '.join(missing)}, which are not installed: pip install "
+                             "'spark-stream-harness[eventhubs]'")
         return self
 
     @model_validator(mode="after")
