@@ -70,13 +70,16 @@ def _stringify(options: dict[str, Scalar]) -> dict[str, str]:
 
 
 class StreamSpec(Strict):
-    name: str = Field("events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
-    partitions: int = Field(8, ge=1, le=1024)
+    name: str = Field("events", pattern=r"^[A-Za-z0-9._-]{1,200}$", description="the topic (Kafka) or event hub "
+                                                                                "(Event Hubs) the run creates and "
+                                                                                "reads")
+    partitions: int = Field(8, ge=1, le=1024, description='its partition count')
     config: dict[str, Scalar] = Field(default_factory=dict, description="topic configs / hub settings")
 
 
 class ProducersSpec(Strict):
-    processes: int = Field(1, ge=1, le=64)
+    processes: int = Field(1, ge=1, le=64, description="producer processes (each a locust runner with `users` "
+                                                       "senders); the rate is shared among them")
     locust_master: str | None = Field(None, pattern=r"^[A-Za-z0-9.*:\[\]-]*:\d{1,5}$", description=(
         "HOST:PORT the run's locust master binds: `processes` locust workers on other machines run the producers "
         "(producers/locustfile.py; README: Producers on several machines)"))
@@ -86,11 +89,17 @@ class ProducersSpec(Strict):
         "how long the first event due may wait for the rest of its batch before the batch is sent: fewer, larger "
         "sends cost the harness far less CPU (taken from the system under test on a shared machine); the wait is "
         "part of the measured latency, from each event's intended time; 0 sends as soon as anything is due"))
-    duration_s: float = Field(60.0, gt=0, le=7 * 24 * 3600)
-    rate: RateSpec
-    keys: KeysSpec = Field(default_factory=lambda: {"kind": "uniform", "count": 1000})
-    payload: PayloadSpec = Field(default_factory=dict)
-    client: dict[str, Scalar] = Field(default_factory=dict, description="producer client settings (confluent-kafka / the Event Hubs sender)")
+    duration_s: float = Field(60.0, gt=0, le=7 * 24 * 3600, description="seconds of measured traffic, after the "
+                                                                        "warm-up (the query catching up with its own "
+                                                                        "start)")
+    rate: RateSpec = Field(description="the offered rate's shape: constant, steps, burst, ramp, sine, spike, replay, "
+                                       "sum or sequence")
+    keys: KeysSpec = Field(
+        default_factory=lambda: {"kind": "uniform", "count": 1000}, description="how events are keyed: uniform, zipf,"
+                                                                                " hot_partitions, sequential or none")
+    payload: PayloadSpec = Field(default_factory=dict, description="each event's size, content and headers")
+    client: dict[str, Scalar] = Field(default_factory=dict, description="producer client settings (confluent-kafka / "
+                                                                        "the Event Hubs sender)")
     warmup_s: float = Field(0.0, ge=0, le=3600, description=(
         "traffic at the rate's starting value before the measured window (duration_s): its events are checked for "
         "loss and duplicates but kept out of latency and throughput; faults are timed from the measured window. "
@@ -190,8 +199,11 @@ class SparkSpec(Strict):
         "asyncProgressTrackingEnabled, asyncProgressTrackingCheckpointIntervalMs"))
     sink_partitions: int | None = Field(None, ge=1, le=10_000, description=(
         "with sink = \"kafka\": the output topic's partitions (default: stream.partitions)"))
-    trigger: TriggerSpec = Field(default_factory=TriggerSpec)
-    source_options: dict[str, Scalar] = Field(default_factory=dict)
+    trigger: TriggerSpec = Field(default_factory=TriggerSpec, description="the query's trigger: processingTime with "
+                                                                          "an interval, availableNow, or realTime")
+    source_options: dict[str, Scalar] = Field(default_factory=dict, description="the source's options, as the "
+                                                                                "connector names them (Spark's Kafka "
+                                                                                "source, the Event Hubs source)")
     conf: dict[str, Scalar] = Field(default_factory=dict, description="Spark conf, verbatim")
     conf_allow: list[str] = Field(default_factory=list, description=(
         "keys of your own that spark.conf may carry though Spark has no such setting (harness.settings checks the "
@@ -205,8 +217,10 @@ class SparkSpec(Strict):
         "only now and then (spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled)"))
     driver_memory: str = Field("1g", description=(
         "the query driver's heap (-Xmx): an integer with k, m, g or t, at least 512m, at most this machine's memory"))
-    start_timeout_s: float = Field(180.0, gt=0, le=3600)
-    drain_timeout_s: float = Field(180.0, gt=0, le=24 * 3600)
+    start_timeout_s: float = Field(180.0, gt=0, le=3600, description="seconds the query may take to start before the "
+                                                                     "run gives up")
+    drain_timeout_s: float = Field(180.0, gt=0, le=24 * 3600, description="seconds after the traffic the query may "
+                                                                          "take to read everything (the drain)")
 
     @field_validator("driver_memory")
     @classmethod
@@ -280,7 +294,7 @@ class SparkSpec(Strict):
 
 class ChecksSpec(Strict):
     max_lost: int = Field(0, ge=0, description="acked events allowed to be missing beyond expected loss")
-    max_duplicates: int = Field(0, ge=0)
+    max_duplicates: int = Field(0, ge=0, description='duplicated events allowed beyond what a fault declares')
     require_order: bool = Field(True, description="per producer and partition, offsets follow send order")
     latency_p99_ms: float | None = Field(None, gt=0, description="fail when end-to-end p99 exceeds this")
     min_produce_ratio: float = Field(0.95, ge=0, le=1, description="achieved / target events at least this")
@@ -343,7 +357,8 @@ class SoakSpec(Strict):
         "live latency and throughput are not judged on a window overlapping a fault or this long after its heal"))
     min_throughput_ratio: float = Field(0.8, ge=0, le=10, description=(
         "events delivered / events acked in a window without faults must be at least this"))
-    latency_p99_ms: float | None = Field(None, gt=0, description="live p99 limit per window (default: checks.latency_p99_ms)")
+    latency_p99_ms: float | None = Field(None, gt=0, description="live p99 limit per window (default: "
+                                                                 "checks.latency_p99_ms)")
     fail_fast: bool = Field(False, description="stop the run at the first failed live check")
     resource_interval_s: float = Field(5.0, ge=0.5, le=600, description="resource samples this often")
     leak_after_s: float = Field(120.0, ge=0, description="RSS growth is judged on samples after this warm-up")
@@ -351,18 +366,21 @@ class SoakSpec(Strict):
     disk_budget_mb: float = Field(4096.0, gt=0, description="the run directory must stay within this")
     baseline_fail_on: str = Field("p99=+50%,process_rps=-20%", description=(
         "with --baseline: harness compare's thresholds the soak fails on"))
-    random_faults: RandomFaults | None = None
+    random_faults: RandomFaults | None = Field(None, description="faults drawn at random from the [[faults]] entries "
+                                                                 "with the seed, instead of their own times")
 
 
 class Scenario(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    description: str = ""
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="the scenario's name (letters, digits, '_' and "
+                                                                    "'-'): the run directory's suffix")
+    description: str = Field("", description='what the scenario exercises and what a pass means, in words')
     seed: int = Field(1, ge=0, le=MAX_SEED, description="traffic, key choice and the fault plan; 0 or more")
-    backend: spec_union() = Field(default_factory=SPECS[DEFAULT_KIND])  # type: ignore[valid-type]
-    stream: StreamSpec = Field(default_factory=StreamSpec)
-    producers: ProducersSpec
-    spark: SparkSpec = Field(default_factory=SparkSpec)
-    checks: ChecksSpec = Field(default_factory=ChecksSpec)
+    backend: spec_union() = Field(  # type: ignore[valid-type]
+        default_factory=SPECS[DEFAULT_KIND], description="[backend]: Kafka or Event Hubs, and how it runs")
+    stream: StreamSpec = Field(default_factory=StreamSpec, description='[stream]: the topic or hub')
+    producers: ProducersSpec = Field(description='[producers]: the traffic')
+    spark: SparkSpec = Field(default_factory=SparkSpec, description='[spark]: the query under test and its settings')
+    checks: ChecksSpec = Field(default_factory=ChecksSpec, description='[checks]: the limits the run is judged by')
     faults: list[options_union()] = Field(default_factory=list, description="[[faults]]: harness.faults")  # type: ignore[valid-type]
     soak: SoakSpec | None = Field(None, description="[soak]: live checks, resources, disk budget (harness soak)")
     sweep: dict[str, list[Union[Scalar, dict[str, Scalar]]]] = Field(default_factory=dict, description=(

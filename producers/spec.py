@@ -89,9 +89,9 @@ MAX_KEYS = 10_000_000
 class UniformKeys(_Spec):
     """Keys ``{prefix}0 .. {prefix}{count-1}``, each equally likely."""
 
-    kind: Literal["uniform"]
-    count: Annotated[int, Field(gt=0, le=MAX_KEYS)] = 1000
-    prefix: KeyPrefix = "k"
+    kind: Literal["uniform"] = Field(description='uniform: every key equally likely')
+    count: Annotated[int, Field(gt=0, le=MAX_KEYS)] = Field(1000, description='how many distinct keys')
+    prefix: KeyPrefix = Field("k", description="the keys' common prefix ({prefix}0, {prefix}1, ...)")
 
 
 class ZipfKeys(_Spec):
@@ -102,11 +102,14 @@ class ZipfKeys(_Spec):
     hot keys are not adjacent ids).
     """
 
-    kind: Literal["zipf"]
-    count: Annotated[int, Field(gt=0, le=MAX_KEYS)]
-    s: Annotated[float, Field(gt=0, le=50, allow_inf_nan=False)]
-    prefix: KeyPrefix = "k"
-    shuffle_seed: NonNegativeInt = 0
+    kind: Literal["zipf"] = Field(description='zipf: a few keys take most events (rank r has weight 1 / r**s)')
+    count: Annotated[int, Field(gt=0, le=MAX_KEYS)] = Field(description='how many distinct keys')
+    s: Annotated[float, Field(gt=0, le=50, allow_inf_nan=False)] = Field(description="the Zipf exponent: larger is "
+                                                                                     "more skewed (1.0-1.5 is typical"
+                                                                                     " of real traffic)")
+    prefix: KeyPrefix = Field("k", description="the keys' common prefix")
+    shuffle_seed: NonNegativeInt = Field(0, description="seeds which key id gets which rank, so the hot keys land on "
+                                                        "different partitions")
 
 
 class HotPartitionKeys(_Spec):
@@ -124,14 +127,20 @@ class HotPartitionKeys(_Spec):
     partition so the producer can set it explicitly.
     """
 
-    kind: Literal["hot_partitions"]
-    partitions: Annotated[list[NonNegativeInt], Field(min_length=1)]
-    share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-    rest: Literal["uniform", "even"] = "uniform"
-    count: Annotated[int, Field(gt=0, le=MAX_KEYS)] = 1000
-    hot_keys_per_partition: Annotated[int, Field(gt=0, le=100_000)] = 16
-    assign: Literal["key", "explicit"] = "key"
-    prefix: KeyPrefix = "k"
+    kind: Literal["hot_partitions"] = Field(description='hot_partitions: a share of events goes to chosen partitions')
+    partitions: Annotated[list[NonNegativeInt], Field(min_length=1)] = Field(description="the hot partitions' numbers")
+    share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(description="the share of all events that"
+                                                                                        " goes to the hot partitions "
+                                                                                        "(0-1]")
+    rest: Literal["uniform", "even"] = Field("uniform", description="how the other events spread: uniform over the "
+                                                                    "keys, or even over the other partitions")
+    count: Annotated[int, Field(gt=0, le=MAX_KEYS)] = Field(1000, description='how many distinct keys the rest uses')
+    hot_keys_per_partition: Annotated[int, Field(gt=0, le=100_000)] = Field(
+        16, description="distinct keys found that hash to each hot partition")
+    assign: Literal["key", "explicit"] = Field("key", description="key: send only the key and let the partitioner "
+                                                                  "place it (as production does); explicit: also name"
+                                                                  " the partition")
+    prefix: KeyPrefix = Field("k", description="the keys' common prefix")
 
     @field_validator("partitions")
     @classmethod
@@ -144,15 +153,15 @@ class HotPartitionKeys(_Spec):
 class SequentialKeys(_Spec):
     """Keys ``{prefix}0 .. {prefix}{count-1}`` round-robin, in order."""
 
-    kind: Literal["sequential"]
-    count: Annotated[int, Field(gt=0, le=MAX_KEYS)]
-    prefix: KeyPrefix = "k"
+    kind: Literal["sequential"] = Field(description='sequential: keys in turn, 0 to count-1, then again')
+    count: Annotated[int, Field(gt=0, le=MAX_KEYS)] = Field(description='how many distinct keys')
+    prefix: KeyPrefix = Field("k", description="the keys' common prefix")
 
 
 class NoKeys(_Spec):
     """No key: the producer's partitioner (or the service) spreads events."""
 
-    kind: Literal["none"]
+    kind: Literal["none"] = Field(description='none: events without a key')
 
 
 KeysSpec = Annotated[
@@ -169,13 +178,13 @@ DEFAULT_KEYS = UniformKeys(kind="uniform", count=1000)
 
 
 class ConstantRate(_Spec):
-    kind: Literal["constant"]
-    eps: Eps
+    kind: Literal["constant"] = Field(description='constant: the same rate throughout')
+    eps: Eps = Field(description='events per second')
 
 
 class Step(_Spec):
-    at_s: NonNegSeconds
-    eps: Eps
+    at_s: NonNegSeconds = Field(description="seconds from the start when this step's rate begins")
+    eps: Eps = Field(description='events per second from then on')
 
 
 class StepsRate(_Spec):
@@ -184,8 +193,8 @@ class StepsRate(_Spec):
     The rate is 0 before the first step; ``at_s`` must strictly increase.
     """
 
-    kind: Literal["steps"]
-    steps: Annotated[list[Step], Field(min_length=1)]
+    kind: Literal["steps"] = Field(description='steps: a piecewise constant rate')
+    steps: Annotated[list[Step], Field(min_length=1)] = Field(description='the steps, in increasing at_s')
 
     @field_validator("steps")
     @classmethod
@@ -203,12 +212,13 @@ class BurstRate(_Spec):
     offset_s + k*period_s + duration_s)`` for k = 0, 1, ...  (``duration_s`` may be
     sub-second; ``factor`` 0 gives periodic pauses)."""
 
-    kind: Literal["burst"]
-    base_eps: Eps
-    period_s: PosSeconds
-    duration_s: PosSeconds
-    factor: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    offset_s: NonNegSeconds = 0.0
+    kind: Literal["burst"] = Field(description='burst: a base rate with periodic bursts')
+    base_eps: Eps = Field(description='events per second between bursts')
+    period_s: PosSeconds = Field(description="seconds from one burst's start to the next's")
+    duration_s: PosSeconds = Field(description='how long each burst lasts, seconds (at most period_s)')
+    factor: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(description="the rate during a burst as a "
+                                                                                   "multiple of base_eps")
+    offset_s: NonNegSeconds = Field(0.0, description='seconds before the first burst')
 
     @field_validator("duration_s")
     @classmethod
@@ -222,21 +232,21 @@ class BurstRate(_Spec):
 class RampRate(_Spec):
     """Linear from ``from_eps`` to ``to_eps`` over ``duration_s``, then holds ``to_eps``."""
 
-    kind: Literal["ramp"]
-    from_eps: Eps
-    to_eps: Eps
-    duration_s: PosSeconds
+    kind: Literal["ramp"] = Field(description='ramp: a rate changing linearly')
+    from_eps: Eps = Field(description='events per second at the start')
+    to_eps: Eps = Field(description='events per second at duration_s and after')
+    duration_s: PosSeconds = Field(description='seconds the ramp takes')
 
 
 class SineRate(_Spec):
     """``mean_eps + amplitude_eps * sin(2*pi*(t + phase_s) / period_s)``;
     ``amplitude_eps <= mean_eps`` so the rate never goes negative."""
 
-    kind: Literal["sine"]
-    mean_eps: Eps
-    amplitude_eps: Eps
-    period_s: PosSeconds
-    phase_s: Annotated[float, Field(allow_inf_nan=False)] = 0.0
+    kind: Literal["sine"] = Field(description='sine: a rate that swings around a mean')
+    mean_eps: Eps = Field(description='the mean events per second')
+    amplitude_eps: Eps = Field(description='how far above and below the mean it swings (at most mean_eps)')
+    period_s: PosSeconds = Field(description='seconds per full swing')
+    phase_s: Annotated[float, Field(allow_inf_nan=False)] = Field(0.0, description='seconds the sine is shifted by')
 
     @field_validator("amplitude_eps")
     @classmethod
@@ -250,11 +260,11 @@ class SineRate(_Spec):
 class SpikeRate(_Spec):
     """``base_eps`` except ``eps`` during ``[at_s, at_s + duration_s)``."""
 
-    kind: Literal["spike"]
-    base_eps: Eps
-    at_s: NonNegSeconds
-    duration_s: PosSeconds
-    eps: Eps
+    kind: Literal["spike"] = Field(description='spike: one burst on a base rate')
+    base_eps: Eps = Field(description='events per second outside the spike')
+    at_s: NonNegSeconds = Field(description='seconds from the start when the spike begins')
+    duration_s: PosSeconds = Field(description='how long the spike lasts, seconds')
+    eps: Eps = Field(description='events per second during the spike')
 
 
 class ReplayRate(_Spec):
@@ -269,26 +279,28 @@ class ReplayRate(_Spec):
     * A relative ``csv`` path is resolved by the caller (``make_rate(base_dir=...)``).
     """
 
-    kind: Literal["replay"]
-    csv: Annotated[Path, Field(strict=False)]
-    interpolation: Literal["linear", "step"] = "linear"
-    after: Literal["hold", "zero"] = "hold"
-    scale: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    kind: Literal["replay"] = Field(description='replay: the rate recorded in a CSV file (seconds, events per second)')
+    csv: Annotated[Path, Field(strict=False)] = Field(description='the CSV file, relative to the scenario file')
+    interpolation: Literal["linear", "step"] = Field("linear", description="between rows: linear, or step (each row's"
+                                                                           " rate until the next)")
+    after: Literal["hold", "zero"] = Field("hold", description='past the last row: hold its rate, or zero')
+    scale: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(1.0, description='every rate multiplied by this')
 
 
 class SumRate(_Spec):
     """Pointwise sum of ``parts`` (e.g. a constant base plus a burst)."""
 
-    kind: Literal["sum"]
-    parts: Annotated[list["RateSpec"], Field(min_length=1)]
+    kind: Literal["sum"] = Field(description='sum: several rates added together')
+    parts: Annotated[list["RateSpec"], Field(min_length=1)] = Field(description='the rates to add')
 
 
 class Phase(_Spec):
     """One phase of a sequence: ``rate`` runs on phase-local time for ``duration_s``
     (``None`` = forever; only the last phase may be open-ended)."""
 
-    duration_s: PosSeconds | None = None
-    rate: "RateSpec"
+    duration_s: PosSeconds | None = Field(None, description="seconds this phase lasts (none: for ever; only the last "
+                                                            "phase)")
+    rate: "RateSpec" = Field(description="the phase's rate, on its own clock from 0")
 
 
 class SequenceRate(_Spec):
@@ -298,9 +310,9 @@ class SequenceRate(_Spec):
     the whole sequence loops forever (all phases then need a duration).
     """
 
-    kind: Literal["sequence"]
-    phases: Annotated[list[Phase], Field(min_length=1)]
-    repeat: bool = False
+    kind: Literal["sequence"] = Field(description='sequence: phases one after another')
+    phases: Annotated[list[Phase], Field(min_length=1)] = Field(description='the phases, in order')
+    repeat: bool = Field(False, description='loop the whole sequence for ever (every phase then needs a duration)')
 
     @field_validator("phases")
     @classmethod
@@ -338,16 +350,16 @@ PayloadBytes = Annotated[int, Field(gt=0, le=MAX_PAYLOAD_BYTES)]
 
 
 class FixedSize(_Spec):
-    kind: Literal["fixed"]
-    bytes: PayloadBytes
+    kind: Literal["fixed"] = Field(description='fixed: every payload the same size')
+    bytes: PayloadBytes = Field(description="the payload's size in bytes")
 
 
 class UniformSize(_Spec):
     """Uniform integer size in ``[min_bytes, max_bytes]`` (inclusive)."""
 
-    kind: Literal["uniform"]
-    min_bytes: PayloadBytes
-    max_bytes: PayloadBytes
+    kind: Literal["uniform"] = Field(description='uniform: sizes drawn evenly between two bounds')
+    min_bytes: PayloadBytes = Field(description='the smallest payload, bytes')
+    max_bytes: PayloadBytes = Field(description='the largest payload, bytes')
 
     @field_validator("max_bytes")
     @classmethod
@@ -361,9 +373,10 @@ class UniformSize(_Spec):
 class WeightedSize(_Spec):
     """``sizes[i]`` with probability ``weights[i] / sum(weights)``."""
 
-    kind: Literal["weighted"]
-    sizes: Annotated[list[PayloadBytes], Field(min_length=1)]
-    weights: Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]], Field(min_length=1)]
+    kind: Literal["weighted"] = Field(description='weighted: sizes drawn from a list with weights')
+    sizes: Annotated[list[PayloadBytes], Field(min_length=1)] = Field(description='the payload sizes, bytes')
+    weights: Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]], Field(min_length=1)] = Field(
+        description="each size's relative weight")
 
     @field_validator("weights")
     @classmethod
@@ -386,9 +399,9 @@ class HeadersSpec(_Spec):
     ``random`` headers named ``h0 .. h{random-1}`` whose values are
     ``value_bytes`` random printable ASCII characters (fresh per event)."""
 
-    fixed: dict[str, str] = Field(default_factory=dict)
-    random: Annotated[int, Field(ge=0, le=64)] = 0
-    value_bytes: Annotated[int, Field(gt=0, le=4096)] = 8
+    fixed: dict[str, str] = Field(default_factory=dict, description='header name -> value on every event')
+    random: Annotated[int, Field(ge=0, le=64)] = Field(0, description='how many headers with random values besides')
+    value_bytes: Annotated[int, Field(gt=0, le=4096)] = Field(8, description="each random header value's size, bytes")
 
     @field_validator("fixed")
     @classmethod
@@ -406,9 +419,12 @@ class PayloadSpec(_Spec):
     entropy per byte); ``compressible`` = repetitive text (compresses >10x).
     """
 
-    size: SizeSpec = Field(default_factory=lambda: FixedSize(kind="fixed", bytes=1024))
-    content: Literal["compressible", "random"] = "random"
-    headers: HeadersSpec = Field(default_factory=HeadersSpec)
+    size: SizeSpec = Field(
+        default_factory=lambda: FixedSize(kind="fixed", bytes=1024), description="the payload's size: fixed, uniform "
+                                                                                 "or weighted")
+    content: Literal["compressible", "random"] = Field("random", description="random: incompressible printable text; "
+                                                                             "compressible: text a codec shrinks")
+    headers: HeadersSpec = Field(default_factory=HeadersSpec, description='extra headers on every event')
 
 
 # ---------------------------------------------------------------------------

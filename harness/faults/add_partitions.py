@@ -28,7 +28,9 @@ ADDED_PARTITION_LOSS = "KAFKA_DATA_LOSS.ADDED_PARTITION_DOES_NOT_START_FROM_OFFS
 
 
 class AddPartitionsOptions(FaultOptions):
-    kind: Literal["add_partitions"] = "add_partitions"
+    kind: Literal["add_partitions"] = Field("add_partitions", description="add_partitions: partitions added mid-run, "
+                                                                          "their first records deleted before the "
+                                                                          "query reads them")
     to: int | None = Field(None, ge=2, le=1024, description="new partition count of the topic")
     add: int | None = Field(None, ge=1, le=1023, description="partitions to add (instead of `to`)")
     records: int = Field(5, ge=1, le=10_000, description="events written to each new partition, then deleted")

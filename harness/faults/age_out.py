@@ -23,7 +23,8 @@ from harness.faults.base import Fault, FaultOptions, partitions_problem
 
 
 class AgeOutOptions(FaultOptions):
-    kind: Literal["age_out"] = "age_out"
+    kind: Literal["age_out"] = Field("age_out", description="age_out: Event Hubs events aged out before the query "
+                                                            "read them (the emulator)")
     partitions: list[int] | None = Field(None, description="partitions to cut (default: all)")
     keep_last: int = Field(0, ge=0, description="events to leave at the end of each partition")
 

@@ -36,8 +36,11 @@ ISR_STABLE_S = 3.0  # a broker just resumed answers metadata from its stale cach
 
 
 class BrokerOptions(FaultOptions):
-    kind: Literal["broker"] = "broker"
-    mode: Literal["kill", "pause", "restart"] = "kill"
+    kind: Literal["broker"] = Field("broker", description="broker: one broker of the embedded cluster killed, frozen "
+                                                          "or restarted")
+    mode: Literal["kill", "pause", "restart"] = Field("kill", description="kill (SIGKILL), pause (SIGSTOP, then "
+                                                                          "SIGCONT at the heal) or restart (a "
+                                                                          "graceful stop and start)")
     node: int | None = Field(None, ge=1, description="1-based node to hit; default: chosen with the seed")
 
 

@@ -23,6 +23,8 @@ import json
 import time
 from typing import Literal
 
+from pydantic import Field
+
 from harness import atomic
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
@@ -35,8 +37,11 @@ STATE_FILE_SUFFIXES = ("changelog", "zip", "delta")  # RocksDB changelog, RocksD
 
 
 class CheckpointTamperOptions(FaultOptions):
-    kind: Literal["checkpoint_tamper"] = "checkpoint_tamper"
-    mode: Literal["drop_last_commit", "orphan_offsets", "drop_state_file"]
+    kind: Literal["checkpoint_tamper"] = Field("checkpoint_tamper", description="checkpoint_tamper: the checkpoint "
+                                                                                "altered while the query is down")
+    mode: Literal["drop_last_commit", "orphan_offsets", "drop_state_file"] = Field(
+        description="drop_last_commit (a batch must re-run), orphan_offsets (an offsets entry without its commit) or "
+                    "drop_state_file (the last state version's file removed: the restart must refuse)")
 
 
 @register

@@ -16,7 +16,8 @@ from harness.faults.base import Fault, FaultOptions, partitions_problem
 
 
 class DeleteRecordsOptions(FaultOptions):
-    kind: Literal["delete_records"] = "delete_records"
+    kind: Literal["delete_records"] = Field("delete_records", description="delete_records: records deleted before the"
+                                                                          " query read them (Kafka's DeleteRecords)")
     partitions: list[int] | None = Field(None, description="partitions to cut (default: all)")
     keep_last: int = Field(0, ge=0, description="records to leave at the end of each partition")
 

@@ -177,7 +177,8 @@ def _pgid(pid: int) -> int | None:
 
 
 class DriverKillOptions(FaultOptions):
-    kind: Literal["driver_kill"] = "driver_kill"
+    kind: Literal["driver_kill"] = Field("driver_kill", description="driver_kill: the Spark driver SIGKILLed "
+                                                                    "mid-batch and restarted from its checkpoint")
     mid_batch_timeout_s: float = Field(10.0, ge=0, le=300, description=(
         "wait this long for a batch the running process planned to be in flight and kill then, then as long again "
         "for any batch in flight (the one a restarted query re-runs); 0 kills at once wherever the query is. With no "

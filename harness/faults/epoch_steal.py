@@ -15,9 +15,11 @@ from harness.faults.base import Fault, FaultError, FaultOptions, partitions_prob
 
 
 class EpochStealOptions(FaultOptions):
-    kind: Literal["epoch_steal"] = "epoch_steal"
+    kind: Literal["epoch_steal"] = Field("epoch_steal", description="epoch_steal: a reader with a higher epoch takes "
+                                                                    "the query's partitions (Event Hubs)")
     partitions: list[int] | None = Field(None, description="partitions to take (default: all)")
-    consumer_group: str = "$Default"
+    consumer_group: str = Field("$Default", description="the consumer group the competing reader joins (the query's, "
+                                                        "to take its partitions)")
     hold_s: float = Field(0.0, ge=0, le=600, description="the competing reader holds the partition this long")
     attached_timeout_s: float = Field(30.0, gt=0, le=3600, description="wait this long for the query's receivers")
 

@@ -28,7 +28,7 @@ REPLACEMENT_TIMEOUT_S = 120.0
 
 
 class ExecutorKillOptions(FaultOptions):
-    kind: Literal["executor_kill"] = "executor_kill"
+    kind: Literal["executor_kill"] = Field("executor_kill", description='executor_kill: one executor JVM SIGKILLed')
     mid_batch_timeout_s: float = Field(10.0, ge=0, le=300, description=(
         "wait this long for a batch in flight before killing (killed anyway after it; the detail says which)"))
 

@@ -23,7 +23,8 @@ from harness.effects import LossRange
 from harness.faults.topic_delete import OPEN_END
 
 class HubDeleteOptions(FaultOptions):
-    kind: Literal["hub_delete"] = "hub_delete"
+    kind: Literal["hub_delete"] = Field("hub_delete", description="hub_delete: the event hub deleted under the query,"
+                                                                  " optionally created again")
     recreate: bool = Field(False, description="create the hub again, empty, right after deleting it")
 
 

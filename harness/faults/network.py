@@ -29,8 +29,12 @@ MODE_FIELDS = {"latency": "latency_ms", "bandwidth": "bytes_per_s"}
 
 
 class NetworkOptions(FaultOptions):
-    kind: Literal["network"] = "network"
-    mode: Literal["latency", "bandwidth", "reset", "blackhole"]
+    kind: Literal["network"] = Field("network", description="network: the network between the query and the brokers "
+                                                            "misbehaves (a TCP proxy)")
+    mode: Literal["latency", "bandwidth", "reset", "blackhole"] = Field(description="latency (latency_ms added), "
+                                                                                    "bandwidth (bytes_per_s cap), "
+                                                                                    "reset (connections reset) or "
+                                                                                    "blackhole (bytes dropped)")
     latency_ms: float | None = Field(None, gt=0, le=600_000, description="mode latency: added to every chunk, "
                                                                          "each direction")
     bytes_per_s: int | None = Field(None, ge=1024, description="mode bandwidth: cap per direction")

@@ -22,7 +22,8 @@ from harness.faults.base import Fault, FaultError, FaultOptions, partitions_prob
 
 
 class ResendOptions(FaultOptions):
-    kind: Literal["resend"] = "resend"
+    kind: Literal["resend"] = Field("resend", description="resend: the last records of each partition sent again, as "
+                                                          "an at-least-once upstream does")
     records: int = Field(100, ge=1, le=1_000_000, description="records per partition to send again (the last ones)")
     partitions: list[int] | None = Field(None, description="partitions to resend on (default: all)")
 

@@ -26,7 +26,8 @@ STABLE_READS = 3  # log start offsets equal this many times in a row (a second a
 
 
 class RetentionOptions(FaultOptions):
-    kind: Literal["retention"] = "retention"
+    kind: Literal["retention"] = Field("retention", description="retention: the topic's retention cut so Kafka itself"
+                                                                " ages records out")
     retention_ms: int = Field(1000, ge=1, description="topic retention.ms while the fault is active")
     segment_ms: int = Field(500, ge=1, description="topic segment.ms while the fault is active")
     segment_bytes: int | None = Field(None, ge=1_048_576,

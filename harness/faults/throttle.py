@@ -14,7 +14,7 @@ from harness.faults.base import Fault, FaultOptions
 
 
 class ThrottleOptions(FaultOptions):
-    kind: Literal["throttle"] = "throttle"
+    kind: Literal["throttle"] = Field("throttle", description='throttle: the Event Hubs service busy (the emulator)')
     mode: Literal["reject", "detach"] = Field("reject", description="refuse each operation, or detach the links")
 
 

@@ -50,7 +50,8 @@ def _send_timeout_ms(client: dict) -> int:
 
 
 class TopicDeleteOptions(FaultOptions):
-    kind: Literal["topic_delete"] = "topic_delete"
+    kind: Literal["topic_delete"] = Field("topic_delete", description="topic_delete: the topic deleted while the "
+                                                                      "query runs, optionally created again")
     recreate: bool = Field(False, description="create the topic again at once (same partitions, configs)")
 
 

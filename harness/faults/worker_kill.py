@@ -24,7 +24,8 @@ from harness.faults.executor_kill import REPLACEMENT_TIMEOUT_S, _driver_log_tail
 
 
 class WorkerKillOptions(FaultOptions):
-    kind: Literal["worker_kill"] = "worker_kill"
+    kind: Literal["worker_kill"] = Field("worker_kill", description="worker_kill: one worker of the standalone "
+                                                                    "cluster SIGKILLed")
     worker: int | None = Field(None, ge=0, description="the worker's index (default: drawn from the seed)")
     mid_batch_timeout_s: float = Field(10.0, ge=0, le=300, description=(
         "wait this long for a batch in flight before killing (killed anyway after it; the detail says which)"))

@@ -54,7 +54,8 @@ class EventHubsSpec(BackendSpec):
     placement = property(lambda self: self._by_protocol["placement"])  # type: ignore[assignment]
     spark_jars = property(lambda self: self._by_protocol["spark_jars"])  # type: ignore[assignment]
 
-    kind: Literal["eventhubs"]
+    kind: Literal["eventhubs"] = Field(description="eventhubs: Azure Event Hubs (the project's emulator, a real "
+                                                   "namespace or Microsoft's emulator)")
     protocol: Literal["amqp", "kafka"] = Field("amqp", description=(
         "amqp: the azure-eventhub SDK's producers and the project's PySpark source over AMQP | kafka: the "
         "namespace's Kafka endpoint (SASL_SSL, PLAIN, user $ConnectionString, the connection string as password; "

@@ -138,10 +138,13 @@ class KafkaSpec(BackendSpec):
     placement = "kafka"
     spark_jars = (SPARK_KAFKA,)  # Spark's own Kafka source (spark-sql-kafka-0-10) and its clients
 
-    kind: Literal["kafka"] = "kafka"
-    mode: Literal["embedded", "external", "container"] = "embedded"
+    kind: Literal["kafka"] = Field("kafka", description='kafka: Apache Kafka')
+    mode: Literal["embedded", "external", "container"] = Field("embedded", description="embedded (a real broker the "
+                                                                                       "run starts, KRaft, loopback),"
+                                                                                       " external (a cluster you "
+                                                                                       "give) or container (Docker)")
     nodes: int = Field(1, ge=1, le=5, description="embedded broker nodes (3 for broker-kill faults)")
-    heap_mb: int = Field(512, ge=128, le=4096)
+    heap_mb: int = Field(512, ge=128, le=4096, description="each embedded broker's JVM heap, MB")
     bootstrap_servers: str | None = Field(None, description="required with mode = external")
     existing_topic: Literal["refuse", "recreate"] = Field("refuse", description=(
         "external: when stream.name is already a topic on the cluster, \"refuse\" the run (exit 2, nothing touched) "
