@@ -8,8 +8,6 @@ says which checks and why, and the figures that could be computed are kept; `pas
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
@@ -195,19 +193,3 @@ class RunResult(BaseModel):
 
     def as_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
-
-
-SCHEMA_FILE = Path(__file__).resolve().parent / "schemas" / "result.schema.json"
-
-
-def json_schema() -> dict[str, Any]:
-    """result.json's JSON Schema (draft 2020-12), every field described: what harness/schemas/result.schema.json
-    ships (`python -m harness.result` prints it; a test keeps the file equal to it)."""
-    schema = RunResult.model_json_schema()
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": f"https://spark-stream-harness/schemas/result-v{SCHEMA_VERSION}.schema.json",
-            **schema, "title": "result.json", "description": (__doc__ or "").strip()}
-
-
-if __name__ == "__main__":
-    print(json.dumps(json_schema(), indent=2))

@@ -1,0 +1,52 @@
+"""The JSON Schemas shipped in the package (harness/schemas/): result.json (harness.result.RunResult) and a
+scenario (harness.config.Scenario: the shape of a scenario file, as TOML or as JSON, and of scenario.json's
+`resolved`), every field described. Generated from the typed models, never kept by hand: `python -m
+harness.schema` writes them, and a test fails when a shipped file differs from what its model gives.
+
+An editor validates a scenario file against scenario.schema.json (taplo and the Even Better TOML extension take a
+`#:schema` comment); a CI job validates a run's result.json against result.schema.json with any JSON Schema
+validator.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def result_schema() -> dict[str, Any]:
+    from harness.result import SCHEMA_VERSION, RunResult
+    from harness.result import __doc__ as doc
+
+    return {"$schema": DRAFT, "$id": f"https://spark-stream-harness/schemas/result-v{SCHEMA_VERSION}.schema.json",
+            **RunResult.model_json_schema(), "title": "result.json", "description": (doc or "").strip()}
+
+
+def scenario_schema() -> dict[str, Any]:
+    from harness.config import Scenario
+
+    return {"$schema": DRAFT, "$id": "https://spark-stream-harness/schemas/scenario.schema.json",
+            **Scenario.model_json_schema(), "title": "a spark-stream-harness scenario",
+            "description": "A scenario file (TOML): the backend, the stream, the traffic, the query under test, "
+                           "the faults and the checks. `harness validate FILE` judges it in full (setting names "
+                           "included, which this schema cannot)."}
+
+
+GENERATED = {"result.schema.json": result_schema, "scenario.schema.json": scenario_schema}
+
+
+def write_all() -> list[Path]:
+    written = []
+    for name, make in GENERATED.items():
+        path = SCHEMAS / name
+        path.write_text(json.dumps(make(), indent=2) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_all():
+        print(path)
