@@ -194,3 +194,41 @@ def test_an_error_a_page_shows_is_the_one_the_command_prints(page, command, caps
     printed = capsys.readouterr().err.strip()
     for part in re.split(r" \(on [^)]*\)| known: .*", shown):
         assert part.rstrip(".,") in printed, (part, printed)
+
+
+MEASURED = re.compile(r"[Mm]easured (here|on)|\(20\d\d-\d\d-\d\d")
+COMMAND = re.compile(r"`[^`]*\b(harness|make) [a-z][^`]*`|\.venv/bin/harness |harness bench|make scenario|make bench")
+
+
+def _paragraphs(text: str):
+    """Paragraphs and list items outside tables and code blocks (a code block stays with the text around it)."""
+    blocks, current, fenced = [], [], False
+    for line in text.split("\n"):
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            current.append(line)
+            continue
+        if not fenced and (not line.strip() or line.startswith(("- ", "#"))):
+            if current:
+                blocks.append("\n".join(current))
+            current = [line] if line.strip() else []
+        else:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return [b for b in blocks if not b.startswith(("|", "```"))]
+
+
+def test_every_measured_figure_names_the_command_that_measures_it():
+    """Issue 32: figures in the docs must come from a command the page gives. A paragraph that reports a
+    measurement (`Measured here`, a date) names its command in it, or is a bench's own list item (the page's
+    first lines give `harness bench NAME`)."""
+    from harness.bench import BENCHES
+
+    bare = []
+    for page in PAGES:
+        for block in _paragraphs(page.read_text(encoding="utf-8")):
+            lead = re.match(r"- `([a-z-]+)`:", block)
+            if MEASURED.search(block) and not COMMAND.search(block) and not (lead and lead.group(1) in BENCHES):
+                bare.append(f"{page.relative_to(ROOT)}: {block[:100]!r}")
+    assert bare == []
