@@ -9,31 +9,46 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from harness import atomic
 
 
 @dataclass
 class RunState:
-    drained: bool = False  # the query reached the end offsets taken after the traffic and stopped
-    drain_detail: str = "not reached"
-    error: str | None = None  # what went wrong with the run itself (then the verdict says so)
-    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP: the run is then not judged (`error` says which)
-    backend: dict[str, Any] = field(default_factory=dict)  # the service as it described itself
-    end_offsets: dict[str, int] = field(default_factory=dict)  # per partition, taken after the traffic
-    scenario_dir: str | None = None  # where a user's query module sits
-    traffic_start: float | None = None  # epoch s: the measured window's start (faults are timed from it)
-    query: dict[str, Any] = field(default_factory=dict)  # the query process at the end: state, error, kills
-    failed_as_declared: bool = False  # the query failed with the failure a fault declared
-    stopped_early: str | None = None  # a soak stopped at its first failed live check (fail_fast), and why
-    fault_errors: list[str] = field(default_factory=list)  # the nemesis's own problems (a schedule not done)
-    positions_recorded: int | None = None  # events whose stored position was read back from the service
-    positions_error: str | None = None  # ... or why that failed (the run cannot be judged then)
-    spark_cluster: dict[str, Any] | None = None  # a standalone cluster's master and workers as they ended
-    elapsed_s: float = 0.0
-    ended_at: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)  # keys of an older run_state.json, kept as they were
+    drained: Annotated[bool, Field(description=(
+        'the query reached the end offsets taken after the traffic and stopped'))] = False
+    drain_detail: Annotated[str, Field(description='how the drain went, in words')] = "not reached"
+    error: Annotated[str | None, Field(description=(
+        'what went wrong with the run itself (then the verdict says so)'))] = None
+    interrupted: Annotated[bool, Field(description=(
+        'Ctrl-C, SIGTERM or SIGHUP: the run is then not judged (`error` says which)'))] = False
+    backend: Annotated[dict[str, Any], Field(description=(
+        'the service as it described itself'))] = field(default_factory=dict)
+    end_offsets: Annotated[dict[str, int], Field(description=(
+        'per partition, the end offset taken after the traffic'))] = field(default_factory=dict)
+    scenario_dir: Annotated[str | None, Field(description="where a user's query module was imported from")] = None
+    traffic_start: Annotated[float | None, Field(description=(
+        "Unix seconds: the measured window's start (faults are timed from it)"))] = None
+    query: Annotated[dict[str, Any], Field(description=(
+        'the query process at the end: state, error, kills'))] = field(default_factory=dict)
+    failed_as_declared: Annotated[bool, Field(description='the query failed with the failure a fault declared')] = False
+    stopped_early: Annotated[str | None, Field(description=(
+        'a soak stopped at its first failed live check (fail_fast), and why'))] = None
+    fault_errors: Annotated[list[str], Field(description=(
+        "the nemesis's own problems (a schedule not done)"))] = field(default_factory=list)
+    positions_recorded: Annotated[int | None, Field(description=(
+        'events whose stored position was read back from the service'))] = None
+    positions_error: Annotated[str | None, Field(description=(
+        'why reading the positions back failed (the run cannot be judged then)'))] = None
+    spark_cluster: Annotated[dict[str, Any] | None, Field(description=(
+        "a standalone cluster's master and workers as they ended"))] = None
+    elapsed_s: Annotated[float, Field(description="the run's wall time, seconds")] = 0.0
+    ended_at: Annotated[float, Field(description='Unix seconds when the run ended')] = 0.0
+    extra: Annotated[dict[str, Any], Field(description=(
+        'keys of an older run_state.json, kept as they were'))] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunState":

@@ -1,7 +1,8 @@
-"""The JSON Schemas shipped in the package (harness/schemas/): result.json (harness.result.RunResult) and a
+"""The JSON Schemas shipped in the package (harness/schemas/): result.json (harness.result.RunResult), a
 scenario (harness.config.Scenario: the shape of a scenario file, as TOML or as JSON, and of scenario.json's
-`resolved`), every field described. Generated from the typed models, never kept by hand: `python -m
-harness.schema` writes them, and a test fails when a shipped file differs from what its model gives.
+`resolved`) and run_state.json (harness.runstate.RunState), every field described. Generated from the typed
+models, never kept by hand: `python -m harness.schema` writes them, and a test fails when a shipped file differs
+from what its model gives.
 
 An editor validates a scenario file against scenario.schema.json (taplo and the Even Better TOML extension take a
 `#:schema` comment); a CI job validates a run's result.json against result.schema.json with any JSON Schema
@@ -35,7 +36,22 @@ def scenario_schema() -> dict[str, Any]:
                            "included, which this schema cannot)."}
 
 
-GENERATED = {"result.schema.json": result_schema, "scenario.schema.json": scenario_schema}
+def run_state_schema() -> dict[str, Any]:
+    """run_state.json: harness.runstate.RunState as written (`extra`, the keys of an older file, flattened in)."""
+    from pydantic import TypeAdapter
+
+    from harness.runstate import RunState
+    from harness.runstate import __doc__ as doc
+
+    schema = TypeAdapter(RunState).json_schema()
+    schema["properties"].pop("extra", None)
+    schema["additionalProperties"] = True
+    return {"$schema": DRAFT, "$id": "https://spark-stream-harness/schemas/run_state.schema.json", **schema,
+            "title": "run_state.json", "description": (doc or "").strip()}
+
+
+GENERATED = {"result.schema.json": result_schema, "scenario.schema.json": scenario_schema,
+             "run_state.schema.json": run_state_schema}
 
 
 def write_all() -> list[Path]:

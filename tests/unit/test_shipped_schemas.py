@@ -2,7 +2,7 @@
 every field described, and what the harness reads and writes valid against them, checked by an independent
 validator (jsonschema), which also refuses what breaks them: every recorded and re-judged result.json against
 result.schema.json; every shipped scenario, example and recorded run's resolved scenario against
-scenario.schema.json."""
+scenario.schema.json; every recorded run_state.json against run_state.schema.json."""
 from __future__ import annotations
 
 import json
@@ -42,7 +42,7 @@ def test_each_shipped_schema_is_its_models(name):
 @pytest.mark.parametrize("name", sorted(GENERATED))
 def test_every_field_is_described(name):
     schema = _schema(name)
-    undescribed = [f"{model_name}.{field}" for model_name, model in {"(top)": schema, **schema["$defs"]}.items()
+    undescribed = [f"{model_name}.{field}" for model_name, model in {"(top)": schema, **schema.get("$defs", {})}.items()
                    for field, spec in model.get("properties", {}).items() if not spec.get("description")]
     assert undescribed == []
 
@@ -68,6 +68,7 @@ def test_what_the_judge_writes_today_and_the_scenario_it_ran_are_valid(name, tmp
     assert _errors("result.schema.json", json.loads((run_dir / "result.json").read_text())) == []
     resolved = json.loads((run_dir / "scenario.json").read_text())["resolved"]
     assert _errors("scenario.schema.json", resolved) == []
+    assert _errors("run_state.schema.json", json.loads((run_dir / "run_state.json").read_text())) == []
 
 
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: str(p.relative_to(ROOT)))
