@@ -36,29 +36,71 @@ def kemu():
     server.stop()
 
 
+class Bystanders(list):
+    """The librdkafka producer's ack times (the list itself, as the tests count it), its round trips, and the
+    azure-eventhub producer's send times and round trips (`amqp`, `amqp_round_trips`), seconds."""
+
+    def __init__(self):
+        super().__init__()
+        self.round_trips: list[float] = []
+        self.amqp: list[float] = []
+        self.amqp_round_trips: list[float] = []
+
+
+ROUND_TRIP_S = 1.0  # issue 31: a well-behaved client round-trips within a second while any attack goes on
+
+
 @pytest.fixture(scope="module")
 def bystander(kemu):
-    """A librdkafka producer sending on its own connection for the whole module."""
+    """Two well-behaved clients sending on their own connections for the whole module, one over each protocol: a
+    librdkafka producer (acks=all, every ~20 ms) on the Kafka endpoint and an azure-eventhub producer (every
+    0.1 s) over AMQP. Every attack of the module happens while they send: at the end, none of their round trips
+    may have taken a second or more, and none may have failed."""
+    from azure.eventhub import EventData, EventHubProducerClient
+
     stop = threading.Event()
-    acked, errors = [], []
+    acked, errors = Bystanders(), []
 
     def report(err, msg):
-        (errors if err is not None else acked).append(err or time.monotonic())
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.round_trips.append(msg.latency() or 0.0)
+            acked.append(time.monotonic())
 
-    def run():
+    def run_kafka():
         p = Producer(client_conf(kemu, **{"acks": "all", "linger.ms": 0}))
         while not stop.is_set():
             p.produce(HUB, b"ok", partition=0, on_delivery=report)
             p.poll(0.02)
         p.flush(10)
 
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    assert _wait(lambda: len(acked) > 3), f"the bystander producer never got going: {errors}"
+    def run_amqp():
+        with EventHubProducerClient.from_connection_string(kemu.connection_string(OTHER)) as client:
+            while not stop.is_set():
+                t0 = time.monotonic()
+                try:
+                    batch = client.create_batch(partition_id="0")
+                    batch.add(EventData(b"ok"))
+                    client.send_batch(batch)
+                except Exception as exc:  # noqa: BLE001 - a failed round trip, reported at the end
+                    errors.append(exc)
+                else:
+                    acked.amqp_round_trips.append(time.monotonic() - t0)
+                    acked.amqp.append(time.monotonic())
+                stop.wait(0.1)
+
+    threads = [threading.Thread(target=run_kafka, daemon=True), threading.Thread(target=run_amqp, daemon=True)]
+    for t in threads:
+        t.start()
+    assert _wait(lambda: len(acked) > 3 and len(acked.amqp) > 3), f"the bystanders never got going: {errors}"
     yield acked
     stop.set()
-    t.join(15)
+    for t in threads:
+        t.join(15)
     assert errors == []
+    slowest = {"librdkafka": max(acked.round_trips), "azure-eventhub": max(acked.amqp_round_trips)}
+    assert all(s < ROUND_TRIP_S for s in slowest.values()), f"a round trip took a second or more: {slowest}"
 
 
 def _wait(pred, timeout=15.0):
@@ -71,8 +113,10 @@ def _wait(pred, timeout=15.0):
 
 
 def _still_served(acked):
-    n = len(acked)
-    assert _wait(lambda: len(acked) >= n + 3), "the producer on the other connection stalled"
+    n, m = len(acked), len(getattr(acked, "amqp", ()))
+    assert _wait(lambda: len(acked) >= n + 3), "the Kafka producer on the other connection stalled"
+    if isinstance(acked, Bystanders):
+        assert _wait(lambda: len(acked.amqp) >= m + 2), "the AMQP producer stalled"
 
 
 def test_api_versions_is_answered_before_sasl_and_lists_the_sasl_apis(kemu, bystander):
@@ -197,9 +241,10 @@ def _rss(proc) -> int:
 def _crowd_emulator(tmp_path):
     """An emulator in a process of its own (its RSS measured alone; shared budget 8 MiB,
     `Emulator.MaxIncompleteFrameBytes`) with one hub, `crowd`, and a real producer sending to it for the whole
-    block: yields a namespace with `kafka_port` and `connection_string()` (what client_conf needs), `acked` (the
-    producer's delivery times, time.monotonic()), `errors`, `proc` (the emulator's psutil.Process) and `status()`
-    (its control API's /status)."""
+    block, and an azure-eventhub producer over AMQP beside it (every 0.1 s; none of its round trips may take a
+    second): yields a namespace with `kafka_port` and `connection_string()` (what client_conf needs), `acked` (the
+    Kafka producer's delivery times, time.monotonic()), `errors`, `amqp_round_trips`, `proc` (the emulator's
+    psutil.Process) and `status()` (its control API's /status)."""
     import json
     import os
     import subprocess
@@ -220,7 +265,7 @@ def _crowd_emulator(tmp_path):
                               stderr=subprocess.DEVNULL, text=True, cwd=root,
                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
     stop = threading.Event()
-    t = None
+    threads: list = []
     try:
         lines = {}
         while "kafka_port" not in lines:
@@ -232,7 +277,7 @@ def _crowd_emulator(tmp_path):
         port = int(lines["kafka_port"])
 
         emu = types.SimpleNamespace(kafka_port=port, connection_string=lambda: lines["connection_string"],
-                                    acked=[], errors=[], proc=psutil.Process(server.pid),
+                                    acked=[], errors=[], amqp_round_trips=[], proc=psutil.Process(server.pid),
                                     status=lambda: json.loads(urllib.request.urlopen(lines["control"] + "/status",
                                                                                      timeout=10).read()))
 
@@ -245,14 +290,35 @@ def _crowd_emulator(tmp_path):
                 p.poll(0.05)
             p.flush(10)
 
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-        assert _wait(lambda: len(emu.acked) > 5, 20), f"the producer never got going: {emu.errors}"
+        def run_amqp():
+            from azure.eventhub import EventData, EventHubProducerClient
+
+            with EventHubProducerClient.from_connection_string(lines["connection_string"],
+                                                               eventhub_name="crowd") as client:
+                while not stop.is_set():
+                    t0 = time.monotonic()
+                    try:
+                        batch = client.create_batch(partition_id="0")
+                        batch.add(EventData(b"ok"))
+                        client.send_batch(batch)
+                    except Exception as exc:  # noqa: BLE001 - a failed round trip, reported at the end
+                        emu.errors.append(exc)
+                    else:
+                        emu.amqp_round_trips.append(time.monotonic() - t0)
+                    stop.wait(0.1)
+
+        threads = [threading.Thread(target=run, daemon=True), threading.Thread(target=run_amqp, daemon=True)]
+        for t in threads:
+            t.start()
+        assert _wait(lambda: len(emu.acked) > 5 and len(emu.amqp_round_trips) > 3, 20), \
+            f"the bystanders never got going: {emu.errors}"
         yield emu
+        assert max(emu.amqp_round_trips) < ROUND_TRIP_S, \
+            f"an AMQP round trip took {max(emu.amqp_round_trips):.2f} s during the attack"
         assert server.poll() is None
     finally:
         stop.set()
-        if t is not None:
+        for t in threads:
             t.join(15)  # the producer flushes while the emulator still runs
         server.terminate()
         server.wait(10)
