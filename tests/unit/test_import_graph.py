@@ -18,7 +18,7 @@ LAYERS = [
                      "harness.checker"]),
     ("parts", ["producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",
                "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.kafkaout"]),
-    ("scenario model", ["harness.config"]),
+    ("scenario model", ["harness.config", "harness.schema"]),
     ("run", ["harness.context", "harness.analysis"]),
     ("rendering", ["reports"]),
     ("judge", ["harness.checkers", "harness.verdict", "harness.soak"]),

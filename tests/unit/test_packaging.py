@@ -90,7 +90,7 @@ def test_the_makefile_installs_with_the_constraints_and_reinstalls_when_they_cha
     assert stamp_rule and "constraints.txt" in stamp_rule.group(1).split() and "pyproject.toml" in stamp_rule.group(1)
     dry = subprocess.run(["make", "--no-print-directory", "-n", "-B", ".venv/.installed"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert re.search(r"pip install .*-c constraints\.txt .*-e '\.\[dev\]'", dry), dry
+    assert re.search(r"pip install .*-c constraints\.txt .*-e '\.\[dev,eventhubs\]'", dry), dry
 
 
 def test_shipped_scenarios_are_the_packages_own_in_a_wheel_and_the_checkouts_otherwise(tmp_path):
