@@ -24,12 +24,13 @@ from kafka_raw import (API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 from harness.emulator import EmulatorConfig, EmulatorServer, HubConfig
 
-HUB, OTHER = "kh-hostile", "kh-other"
+HUB, OTHER, BESIDE = "kh-hostile", "kh-other", "kh-beside"  # BESIDE: the AMQP bystander's own hub
 
 
 @pytest.fixture(scope="module")
 def kemu():
-    server = EmulatorServer(EmulatorConfig(hubs=(HubConfig(HUB, 1, ("$Default",)), HubConfig(OTHER, 1, ("$Default",)))),
+    hubs = tuple(HubConfig(name, 1, ("$Default",)) for name in (HUB, OTHER, BESIDE))
+    server = EmulatorServer(EmulatorConfig(hubs=hubs),
                             tls_port=None,
                             ws_port=None, wss_port=None, kafka_port=0, kafka_tls_port=None).start()
     yield server
@@ -76,7 +77,7 @@ def bystander(kemu):
         p.flush(10)
 
     def run_amqp():
-        with EventHubProducerClient.from_connection_string(kemu.connection_string(OTHER)) as client:
+        with EventHubProducerClient.from_connection_string(kemu.connection_string(BESIDE)) as client:
             while not stop.is_set():
                 t0 = time.monotonic()
                 try:
@@ -94,12 +95,14 @@ def bystander(kemu):
     for t in threads:
         t.start()
     assert _wait(lambda: len(acked) > 3 and len(acked.amqp) > 3), f"the bystanders never got going: {errors}"
+    first = len(acked.round_trips), len(acked.amqp_round_trips)  # the first sends connect and sign in
     yield acked
     stop.set()
     for t in threads:
         t.join(15)
     assert errors == []
-    slowest = {"librdkafka": max(acked.round_trips), "azure-eventhub": max(acked.amqp_round_trips)}
+    slowest = {"librdkafka": max(acked.round_trips[first[0]:]),
+               "azure-eventhub": max(acked.amqp_round_trips[first[1]:])}
     assert all(s < ROUND_TRIP_S for s in slowest.values()), f"a round trip took a second or more: {slowest}"
 
 
@@ -312,9 +315,10 @@ def _crowd_emulator(tmp_path):
             t.start()
         assert _wait(lambda: len(emu.acked) > 5 and len(emu.amqp_round_trips) > 3, 20), \
             f"the bystanders never got going: {emu.errors}"
+        first = len(emu.amqp_round_trips)  # the first sends connect and sign in
         yield emu
-        assert max(emu.amqp_round_trips) < ROUND_TRIP_S, \
-            f"an AMQP round trip took {max(emu.amqp_round_trips):.2f} s during the attack"
+        slowest = max(emu.amqp_round_trips[first:])
+        assert slowest < ROUND_TRIP_S, f"an AMQP round trip took {slowest:.2f} s during the attack"
         assert server.poll() is None
     finally:
         stop.set()
