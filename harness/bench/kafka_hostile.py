@@ -8,7 +8,7 @@ attack bounded for seconds; state that expires (groups, offsets, producer ids), 
 budgets shared by every connection only show over minutes of all of them at once. The emulator runs with its
 default limits, except that an empty group's offsets and a producer's state expire after a minute instead of a
 week and a day (Emulator.OffsetsRetentionMs, ProducerIdExpirationMs), so that their expiry happens inside the
-soak; a hub the attackers write to keeps a minute of events.
+soak; the hub the attackers write to keeps a minute of events, the one the unread fetches read keeps its 9 MB.
 
 The attackers run in a process of their own (``python -m harness.bench.kafka_hostile PORT``, their threads would
 otherwise take the GIL from the measured clients), each kind in a loop with a pause, speaking raw Kafka requests:
@@ -268,12 +268,16 @@ class _RoundTrips:
         return [ms for t, ms in list(self.samples) if start <= t < end]
 
 
+def _conf(port: int, password: str, **extra) -> dict:
+    """librdkafka's settings for the emulator's Kafka port (SASL PLAIN, the connection string as password)."""
+    return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": "$ConnectionString", "sasl.password": password, **extra}
+
+
 def _kafka_client(port: int, password: str, trips: _RoundTrips) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
-                  "sasl.mechanism": "PLAIN", "sasl.username": "$ConnectionString", "sasl.password": password,
-                  "acks": "all", "linger.ms": 0, "message.timeout.ms": 30_000})
+    p = Producer(_conf(port, password, **{"acks": "all", "linger.ms": 0, "message.timeout.ms": 30_000}))
 
     def report(err, _msg, sent):
         if err is not None:
@@ -309,7 +313,7 @@ def _amqp_client(connection_string: str, trips: _RoundTrips) -> None:
 def _config(path: Path) -> None:
     atomic.write_json(path, {
         "UserConfig": {"NamespaceConfig": [{"Type": "EventHub", "Name": "ns", "Entities": [
-            {"Name": HUB, "PartitionCount": 1, "RetentionSeconds": 60},
+            {"Name": HUB, "PartitionCount": 1},  # the hour's retention: the 8 MiB fetches stay full all along
             {"Name": WRITES, "PartitionCount": 1, "RetentionSeconds": 60}]}]},
         "Emulator": {"OffsetsRetentionMs": EXPIRY_MS, "ProducerIdExpirationMs": EXPIRY_MS},
     })
@@ -319,9 +323,7 @@ def _fill(port: int, password: str) -> None:
     """Nine 900 KB events in the hub, so a fetch of 8 MiB gets a full response."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
-                  "sasl.mechanism": "PLAIN", "sasl.username": "$ConnectionString", "sasl.password": password,
-                  "acks": "all", "message.max.bytes": 2_000_000})
+    p = Producer(_conf(port, password, **{"acks": "all", "message.max.bytes": 2_000_000}))
     for _ in range(9):
         p.produce(HUB, b"f" * 900_000, partition=0)
     if p.flush(60):
