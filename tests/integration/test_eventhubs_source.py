@@ -99,6 +99,7 @@ def task_records(metrics_dir) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------------------ Spark
+@pytest.mark.slow  # `make test-slow` (nightly): 22 s; eh-receiver-cache and eh-epoch-steal run it in the catalogue
 def test_receiver_is_reused_across_batches_and_the_query_reads_on_after_steals(spark, emulator, tmp_path):
     """The module's first query: a fresh session has no idle Python worker and a one-partition hub needs one task
     per batch, so every batch runs in the same worker and must find its receiver where the last batch left it.
@@ -218,6 +219,7 @@ def test_read_once_in_order_with_connector_values_capped_batches_and_exact_rerun
     assert sum(1 for r in rows if r.partitionKey is not None) == 10
 
 
+@pytest.mark.slow  # `make test-slow` (nightly): 17 s; eh-ageout and eh-ageout-lenient judge both settings' loss exactly
 def test_fail_on_data_loss_true_fails_clearly_and_false_reports_the_lost_range_exactly(spark, emulator, tmp_path):
     """Two queries (one Spark session), each on its own hub: events 10..14 age out before either query read them.
     failOnDataLoss=true fails naming the partition and the numbers; false goes on and its task reports exactly the

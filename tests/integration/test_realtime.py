@@ -41,6 +41,7 @@ def batches(out) -> list[dict]:
     return [b for b in out_batches if b["rows"] > 0]
 
 
+@pytest.mark.slow  # `make test-slow` (nightly): 45 s; `harness bench rtm` and the catalogue measure the same
 def test_rtm_steady_records_leave_while_their_batch_still_reads(harness_env, tmp_path):
     """rtm-steady, 20 s of traffic after a fixed 5 s warm-up (the shipped 40 s after the query caught up is what
     judges `sustained`: here that check may fail or be unknown, exit 1 or 3; every accounting check must pass)."""

@@ -40,6 +40,7 @@ def state_rows(out, store: str) -> list[dict]:
             for row in frame.to_dict("records")]
 
 
+@pytest.mark.slow  # `make test-slow` (nightly): 86 s; the catalogue runs sessions-crash, judged on its state
 def test_sessions_survive_a_driver_kill_and_their_open_state_is_read_back(harness_env, tmp_path):
     out = tmp_path / "sessions"
     proc, result = run(harness_env, out, "sessions-crash", "producers.duration_s=14", "faults.0.at_s=6")
