@@ -48,6 +48,28 @@ class Bystanders(list):
         self.amqp_round_trips: list[float] = []
 
 
+def _send_over_amqp(conn: str, hub: str | None, stop, round_trips: list, errors: list, sent_at: list | None = None):
+    """A well-behaved azure-eventhub producer: one event every 0.1 s until `stop`, each send's round trip (s)
+    recorded, a failed send kept in `errors`."""
+    from azure.eventhub import EventData, EventHubProducerClient
+
+    kwargs = {"eventhub_name": hub} if hub else {}
+    with EventHubProducerClient.from_connection_string(conn, **kwargs) as client:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            try:
+                batch = client.create_batch(partition_id="0")
+                batch.add(EventData(b"ok"))
+                client.send_batch(batch)
+            except Exception as exc:  # noqa: BLE001 - a failed round trip, reported at the end
+                errors.append(exc)
+            else:
+                round_trips.append(time.monotonic() - t0)
+                if sent_at is not None:
+                    sent_at.append(time.monotonic())
+            stop.wait(0.1)
+
+
 ROUND_TRIP_S = 1.0  # issue 31: a well-behaved client round-trips within a second while any attack goes on
 
 
@@ -57,8 +79,6 @@ def bystander(kemu):
     librdkafka producer (acks=all, every ~20 ms) on the Kafka endpoint and an azure-eventhub producer (every
     0.1 s) over AMQP. Every attack of the module happens while they send: at the end, none of their round trips
     may have taken a second or more, and none may have failed."""
-    from azure.eventhub import EventData, EventHubProducerClient
-
     stop = threading.Event()
     acked, errors = Bystanders(), []
 
@@ -77,19 +97,7 @@ def bystander(kemu):
         p.flush(10)
 
     def run_amqp():
-        with EventHubProducerClient.from_connection_string(kemu.connection_string(BESIDE)) as client:
-            while not stop.is_set():
-                t0 = time.monotonic()
-                try:
-                    batch = client.create_batch(partition_id="0")
-                    batch.add(EventData(b"ok"))
-                    client.send_batch(batch)
-                except Exception as exc:  # noqa: BLE001 - a failed round trip, reported at the end
-                    errors.append(exc)
-                else:
-                    acked.amqp_round_trips.append(time.monotonic() - t0)
-                    acked.amqp.append(time.monotonic())
-                stop.wait(0.1)
+        _send_over_amqp(kemu.connection_string(BESIDE), None, stop, acked.amqp_round_trips, errors, acked.amqp)
 
     threads = [threading.Thread(target=run_kafka, daemon=True), threading.Thread(target=run_amqp, daemon=True)]
     for t in threads:
@@ -294,21 +302,7 @@ def _crowd_emulator(tmp_path):
             p.flush(10)
 
         def run_amqp():
-            from azure.eventhub import EventData, EventHubProducerClient
-
-            with EventHubProducerClient.from_connection_string(lines["connection_string"],
-                                                               eventhub_name="crowd") as client:
-                while not stop.is_set():
-                    t0 = time.monotonic()
-                    try:
-                        batch = client.create_batch(partition_id="0")
-                        batch.add(EventData(b"ok"))
-                        client.send_batch(batch)
-                    except Exception as exc:  # noqa: BLE001 - a failed round trip, reported at the end
-                        emu.errors.append(exc)
-                    else:
-                        emu.amqp_round_trips.append(time.monotonic() - t0)
-                    stop.wait(0.1)
+            _send_over_amqp(lines["connection_string"], "crowd", stop, emu.amqp_round_trips, emu.errors)
 
         threads = [threading.Thread(target=run, daemon=True), threading.Thread(target=run_amqp, daemon=True)]
         for t in threads:
