@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@command -v java >/dev/null || { echo "need Java 17 (java on PATH)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,eventhubs]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,eventhubs,plots]'
 	touch $(STAMP)
 
 # The JVM jars, the setting names, and what a first run would otherwise make on its way (the JVMs' class

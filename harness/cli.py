@@ -244,7 +244,7 @@ def _cmd_report(args) -> int:
                 if out.exists():
                     print(out)
             return 0
-        from reports.report import write_reports
+        from harness.reports.report import write_reports
 
         outs = (run_dir / "report.md", run_dir / "report.html")
         before = {out: _stamp(out) for out in outs}
@@ -362,8 +362,8 @@ def _check_summary(result: dict, run_dir: Path) -> str:
 
 def _cmd_compare(args) -> int:
     from harness import atomic
-    from reports.compare import compare, compare_markdown
-    from reports.compare_html import compare_html
+    from harness.reports.compare import compare, compare_markdown
+    from harness.reports.compare_html import compare_html
 
     summary = compare([Path(p) for p in args.runs], Path(args.baseline) if args.baseline else None,
                       args.fail_on or "")

@@ -30,8 +30,8 @@ from harness.suggest import did_you_mean, quote
 from harness.settings import check_setting_names
 from harness.sinks import refusal as sink_refusal
 from harness.spark.realtime import refusal as realtime_refusal
-from producers.rates import make_rate
-from producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
+from harness.producers.rates import make_rate
+from harness.producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
 
 
 class ConfigError(InputError):

@@ -22,6 +22,20 @@ from harness.paths import REPO
 from harness.version import version as package_version
 
 FILE = "environment.json"
+# what each key of environment.json says (its schema, harness.schema); keys a backend adds beside these are strings too
+FIELDS = {
+    "harness": "This harness: `git <describe>` from a checkout (`-dirty` with local edits), `package <version>` "
+               "installed.",
+    "python": "The Python version that ran the harness (and Spark's Python workers).",
+    "pyspark": "The PySpark version (Spark's own version: its JVM came with it).",
+    "java": "The first line of `java -version`: the JVM that ran Spark and the broker.",
+    "librdkafka (producers)": "The librdkafka the Kafka producers sent with (confluent-kafka's).",
+    "kafka broker": "The broker's version where the harness knows it: the embedded broker's, a container's image, "
+                    "or the kind of cluster.",
+    "kafka-clients (Spark's connector)": "The Kafka client Spark's Kafka source and sink read and wrote with.",
+    "cpu cores": "The cores the run could use (`nproc`), and the machine's count when that is more.",
+    "platform": "The operating system and kernel (Python's platform.platform()).",
+}
 
 
 def harness_version() -> str:

@@ -121,10 +121,6 @@ def _parse(chunk: dict[str, list], schema: pa.Schema | None) -> pa.Table:
                                 names=[*values.column_names, *positions.column_names])
 
 
-def has_output(sink_dir: Path) -> bool:
-    return (sink_dir / OUTPUT_FILE).is_file()
-
-
 def read_output(sink_dir: Path) -> pd.DataFrame:
     """What the run read from the output topic, one row per record, in the order of the records' append time."""
     path = sink_dir / OUTPUT_FILE

@@ -30,8 +30,8 @@ import pandas as pd
 from harness.durations import spark_interval_ms
 from harness.jsonl import read_jsonl
 from harness.sink import read_sink
-from producers.keys import make_key_chooser
-from producers.spec import KeysSpec
+from harness.producers.keys import make_key_chooser
+from harness.producers.spec import KeysSpec
 
 WINDOW_DEFAULT = "10 seconds"  # a window_counts query's `window` param when the scenario gives none
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -47,11 +47,11 @@ from harness.queries import query_home, resolve as resolve_query
 from harness.supervisor import StoppedBySignal, Supervisor
 from harness.timeline import Timeline
 from harness.result import RunResult
-from producers.fleet import ProducerFleet
-from producers.rates import make_rate
+from harness.producers.fleet import ProducerFleet
+from harness.producers.rates import make_rate
 from harness.lag_sampler import LagSampler
-from reports.ci import junit_xml, summary_markdown
-from reports.report import write_reports
+from harness.reports.ci import junit_xml, summary_markdown
+from harness.reports.report import write_reports
 
 CATCH_UP_TRIGGERS = ("once", "availableNow")  # these read what is there and stop: traffic goes first
 RESOURCE_INTERVAL_S = 5.0  # every run's processes are sampled this often ([soak] sets its own)

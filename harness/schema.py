@@ -1,8 +1,9 @@
-"""The JSON Schemas shipped in the package (harness/schemas/): result.json (harness.result.RunResult), a
-scenario (harness.config.Scenario: the shape of a scenario file, as TOML or as JSON, and of scenario.json's
-`resolved`) and run_state.json (harness.runstate.RunState), every field described. Generated from the typed
-models, never kept by hand: `python -m harness.schema` writes them, and a test fails when a shipped file differs
-from what its model gives.
+"""The JSON Schemas shipped in the package (harness/schemas/), every field described: the run directory's files a
+user reads, result.json (harness.result.RunResult), scenario.json (the file, the overrides and the scenario
+resolved), series.json (harness.analysis.series.Series), environment.json (harness.environment.FIELDS) and
+run_state.json (harness.runstate.RunState); and a scenario (harness.config.Scenario: a scenario file, as TOML or as
+JSON). Generated from the typed models, never kept by hand: `python -m harness.schema` writes them, and a test
+fails when a shipped file differs from what its model gives.
 
 An editor validates a scenario file against scenario.schema.json (taplo and the Even Better TOML extension take a
 `#:schema` comment); a CI job validates a run's result.json against result.schema.json with any JSON Schema
@@ -50,8 +51,45 @@ def run_state_schema() -> dict[str, Any]:
             "title": "run_state.json", "description": (doc or "").strip()}
 
 
+def scenario_record_schema() -> dict[str, Any]:
+    """scenario.json: what a run was asked to run (its secrets shown as ***)."""
+    scenario = scenario_schema()
+    defs = scenario.pop("$defs", {})
+    resolved = {k: v for k, v in scenario.items() if k not in ("$schema", "$id", "title")}
+    resolved["description"] = ("The scenario as the run ran it: the file with the overrides applied and every "
+                               "default filled in (a scenario.schema.json scenario; secrets as ***).")
+    return {"$schema": DRAFT, "$id": "https://spark-stream-harness/schemas/scenario-record.schema.json",
+            "title": "scenario.json", "description": "What the run was asked to run, written before it starts.",
+            "type": "object", "required": ["file", "overrides", "resolved"],
+            "properties": {
+                "file": {"type": "string", "description": "The scenario file the run came from, as given."},
+                "overrides": {"type": "array", "items": {"type": "string"},
+                              "description": "The `--set key=value` overrides, in order (secrets as ***)."},
+                "resolved": resolved},
+            "$defs": defs}
+
+
+def series_schema() -> dict[str, Any]:
+    from harness.analysis.series import Series
+
+    return {"$schema": DRAFT, "$id": "https://spark-stream-harness/schemas/series.schema.json",
+            **Series.model_json_schema(by_alias=True), "title": "series.json"}
+
+
+def environment_schema() -> dict[str, Any]:
+    from harness.environment import FIELDS
+    from harness.environment import __doc__ as doc
+
+    return {"$schema": DRAFT, "$id": "https://spark-stream-harness/schemas/environment.schema.json",
+            "title": "environment.json", "description": (doc or "").strip(), "type": "object",
+            "properties": {key: {"type": "string", "description": text} for key, text in FIELDS.items()},
+            "required": ["harness", "python", "pyspark", "java", "cpu cores", "platform"],
+            "additionalProperties": {"type": "string"}}
+
+
 GENERATED = {"result.schema.json": result_schema, "scenario.schema.json": scenario_schema,
-             "run_state.schema.json": run_state_schema}
+             "scenario-record.schema.json": scenario_record_schema, "series.schema.json": series_schema,
+             "environment.schema.json": environment_schema, "run_state.schema.json": run_state_schema}
 
 
 def write_all() -> list[Path]:

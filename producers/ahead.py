@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from itertools import accumulate
 
-from producers.keys import KeyChooser
-from producers.payloads import PayloadSource
+from harness.producers.keys import KeyChooser
+from harness.producers.payloads import PayloadSource
 
 AHEAD_BYTES = 8 << 20  # at most this much of encoded values prepared at once
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness import atomic
 from harness.supervisor import Child, Supervisor, log_lines, wait_until
-from producers.records import histogram_summary, merge_histograms, merge_partition_counts
+from harness.producers.records import histogram_summary, merge_histograms, merge_partition_counts
 
 WORKER_SUMMARY_WAIT_S = 20.0  # workers collect their last acks after the master stops them
 MASTER_MARGIN_S = 3.0  # the master's run time beyond the traffic: the workers' last batch is sent by then
@@ -138,7 +138,7 @@ class ProducerFleet:
     def _spawn(self, job_path: Path) -> None:
         for i in range(int(self.job["processes"])):
             self.children.append(self.supervisor.spawn(
-                f"producer-{i}", [sys.executable, "-m", "producers.process", str(job_path), str(i)],
+                f"producer-{i}", [sys.executable, "-m", "harness.producers.process", str(job_path), str(i)],
                 log_path=self.out_dir / f"producer-{i}.log"))
 
     def _start_master(self, job_path: Path, start_at: float) -> None:

@@ -28,7 +28,7 @@ from typing import Union
 import numpy as np
 
 from harness.partitioning import BACKENDS, partitions_for_keys
-from producers import spec as S
+from harness.producers import spec as S
 
 __all__ = ["KeyChooser", "make_key_chooser", "expected_partition_shares"]
 

@@ -35,8 +35,8 @@ from harness import atomic, clocks
 if os.environ.get(clocks.TEST_OFFSET_ENV):  # tests only: this worker's clock is off by that much
     time.time = clocks.wall_clock()
 
-from producers import process  # noqa: E402
-from producers.process import PacedProducer  # noqa: E402,F401  (the user class locust runs)
+from harness.producers import process  # noqa: E402
+from harness.producers.process import PacedProducer  # noqa: E402,F401  (the user class locust runs)
 
 CLOCK_EVERY_S = 5.0
 FIRST_EXCHANGES = 8  # before the start: the best of these bounds the start's alignment

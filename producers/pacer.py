@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from producers.rates import RateFunction
+from harness.producers.rates import RateFunction
 
 __all__ = ["TokenPacer"]
 

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from producers import spec as S
+from harness.producers import spec as S
 
 __all__ = ["PayloadSource", "ALPHABET", "read_event_ids"]
 

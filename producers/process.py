@@ -1,6 +1,6 @@
 """One producer process: locust (as a library, headless) drives paced users that send batches of events.
 
-The runner starts `processes` of these (`python -m producers.process JOB INDEX`), each with 1/N of the rate.
+The runner starts `processes` of these (`python -m harness.producers.process JOB INDEX`), each with 1/N of the rate.
 All users of a process share one token pacer, so the achieved rate follows the rate function exactly whatever
 the number of users; one greenlet services the sender (the Kafka sender's reports arrive on a thread of its own).
 Locust's request events carry one entry per second of sending (its events, the time their sends took), so its own
@@ -45,16 +45,16 @@ from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
 from harness import atomic  # noqa: E402
-from producers.ahead import EventsAhead  # noqa: E402
-from producers.fleet import MEASURE_FILE, MEASURE_POLL_S  # noqa: E402
-from producers.keys import make_key_chooser  # noqa: E402
-from producers.pacer import TokenPacer  # noqa: E402
-from producers.payloads import PayloadSource  # noqa: E402
-from producers.rates import make_rate, warmed_up  # noqa: E402
+from harness.producers.ahead import EventsAhead  # noqa: E402
+from harness.producers.fleet import MEASURE_FILE, MEASURE_POLL_S  # noqa: E402
+from harness.producers.keys import make_key_chooser  # noqa: E402
+from harness.producers.pacer import TokenPacer  # noqa: E402
+from harness.producers.payloads import PayloadSource  # noqa: E402
+from harness.producers.rates import make_rate, warmed_up  # noqa: E402
 from harness.history import AckWriter  # noqa: E402
-from producers.records import SecondStats  # noqa: E402
-from producers.sender import Sender  # noqa: E402
-from producers.spec import KeysSpec, PayloadSpec, RateSpec  # noqa: E402
+from harness.producers.records import SecondStats  # noqa: E402
+from harness.producers.sender import Sender  # noqa: E402
+from harness.producers.spec import KeysSpec, PayloadSpec, RateSpec  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from producers import spec as S
+from harness.producers import spec as S
 
 __all__ = [
     "RateFunction",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from harness.history import AckWriter
-from producers.records import SecondStats
+from harness.producers.records import SecondStats
 
 
 @runtime_checkable

@@ -12,8 +12,8 @@ import html
 from typing import Any
 
 from harness.check import status_of
-from reports.charts import COLORS, Chart, ms_axis, thousands
-from reports.html import CSS, _table
+from harness.reports.charts import COLORS, Chart, can_draw, missing_html, ms_axis, thousands
+from harness.reports.html import CSS, _table
 
 # criterion -> (title, is latency, the trial's figure key)
 PANELS = (("latency_p99", "end-to-end latency p99 (steady part)", True),
@@ -64,7 +64,7 @@ def capacity_html(summary: dict) -> str:
                        for n in ("producer_rate", "headroom", "lag_growth", "processed_rate", "latency_p99")]
                     + [html.escape(t.get("limiting_factor") or "-"), html.escape(t.get("detail") or ""),
                        html.escape(t.get("run_dir") or "-")])
-    charts = capacity_charts(summary)
+    charts = capacity_charts(summary) if can_draw() else []
     title = f"Capacity: {summary['scenario']} ({summary['verdict']})"
     return "\n".join([
         "<!doctype html><html lang=en><head><meta charset=utf-8>", f"<title>{html.escape(title)}</title>",
@@ -74,5 +74,5 @@ def capacity_html(summary: dict) -> str:
         '<h2>Trials</h2><section id="trials">',
         _table(["#", "rate", "verdict", "offered/s", "batch p50 ms", "lag slope/s", "processed/s", "p99 ms",
                 "limiting factor", "detail", "run"], rows), "</section>",
-        "<h2>Figures</h2>", *[c.html() for c in charts],
+        "<h2>Figures</h2>", missing_html(), *[c.html() for c in charts],
         f'<p class="muted">{len(charts)} figures. capacity.md and capacity.json beside this file.</p></body></html>'])

@@ -5,6 +5,9 @@ Each chart becomes `<figure class="chart" id="fig-…" data-points="N">`: N is h
 data marks are SVG groups whose id starts with `data` (the browser test counts both); a long series drawn binned
 (reports.binning) adds `data-binned="K"`, samples per bin, and says so in its caption. Faults are shaded on every
 time axis (`shade_faults`), the warm-up too.
+
+matplotlib is the `plots` extra: without it every page is built with its tables and says in one line, where the
+figures would be, why there are none and what to install (`missing_html`), never a broken page or a lost run.
 """
 from __future__ import annotations
 
@@ -13,10 +16,16 @@ import io
 import math
 import re
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402  (no pyplot: no global state between reports)
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure  # (no pyplot: no global state between reports)
+except ImportError:  # the `plots` extra is not installed
+    matplotlib = None
+
+PLOTS_MISSING = ("No figures: matplotlib is not installed here (pip install 'spark-stream-harness[plots]'); "
+                 "the tables hold every figure of the run.")
 
 RC = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
       "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 8, "legend.frameon": False,
@@ -25,6 +34,16 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e3
           "#17becf")
 FAULT_COLOR, WARMUP_COLOR, STEADY_COLOR = "#d62728", "#7f7f7f", "#2e7d32"
 MARGIN_IN = (0.85, 1.75, 0.3, 0.55)  # left, right, top, bottom
+
+
+def can_draw() -> bool:
+    """Whether charts can be drawn here: the `plots` extra (matplotlib) is installed."""
+    return matplotlib is not None
+
+
+def missing_html() -> str:
+    """The line a page carries where its figures would be when they cannot be drawn; nothing when they can."""
+    return "" if can_draw() else f'<p class="bad" id="no-figures">{html.escape(PLOTS_MISSING)}</p>'
 
 
 class Chart:

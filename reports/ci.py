@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.check import UNDECIDED, status_of
-from reports.junit import junit_xml
+from harness.reports.junit import junit_xml
 
 __all__ = ["junit_xml", "summary_markdown"]  # junit.xml is written through reports.ci
 

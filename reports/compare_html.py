@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports.charts import COLORS, Chart, ms_axis, nines, nines_axis, thousands
-from reports.compare import (FIGURES, VERDICTS_TEXT, _fmt, _fmt_band, _fmt_change, _overrides, _value,
+from harness.reports.charts import COLORS, Chart, can_draw, missing_html, ms_axis, nines, nines_axis, thousands
+from harness.reports.compare import (FIGURES, VERDICTS_TEXT, _fmt, _fmt_band, _fmt_change, _overrides, _value,
                              recommended_line)
-from reports.html import CSS, _table
+from harness.reports.html import CSS, _table
 from harness.analysis.series import dense_seconds
 from harness.wording import PROCESSING_RATE
 
@@ -147,7 +147,7 @@ def compare_html(summary: dict, sweep: dict | None = None) -> str:
                          f"{ch['verdict']}</b>)")
         rows.append(cells)
     runs = [(base["label"], Path(base["run"]))] + [(r["label"], Path(r["run"])) for r in summary["runs"]]
-    charts = (swept_charts(sweep) if sweep else []) + overlay_charts(runs)
+    charts = ((swept_charts(sweep) if sweep else []) + overlay_charts(runs)) if can_draw() else []
     settings = "".join(f"<li>{html.escape(label)}: {html.escape(', '.join(_overrides(path)) or 'no overrides')}"
                        f" ({html.escape(str(v))})</li>"
                        for (label, path), v in zip(runs, [base["verdict"]] + [r["verdict"] for r in summary["runs"]]))
@@ -163,7 +163,7 @@ def compare_html(summary: dict, sweep: dict | None = None) -> str:
         f"<h1>{html.escape(title)}</h1>", answer_html(sweep), settings_html(summary),
         f"<p>{html.escape(VERDICTS_TEXT)}</p>",
         f'<section id="figures">{_table(head, rows)}</section>', thresholds, "<h2>Runs</h2>", f"<ul>{settings}</ul>",
-        "<h2>Figures</h2>", *[c.html() for c in charts],
+        "<h2>Figures</h2>", missing_html(), *[c.html() for c in charts],
         f'<p class="muted">{len(charts)} figures.</p></body></html>'])
 
 
@@ -191,7 +191,7 @@ def settings_html(summary: dict) -> str:
 
 def sweep_html(sweep_dir: Path, sweep: dict) -> str | None:
     """The sweep's runs compared against its first, with the swept axis; None with fewer than two runs."""
-    from reports.compare import CompareError, compare
+    from harness.reports.compare import CompareError, compare
 
     if len(sweep.get("runs") or []) < 2:
         return None

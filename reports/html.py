@@ -23,11 +23,11 @@ from harness.check import status_of
 from harness.jsonl import read_jsonl
 from harness.secrets import redacted
 from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE, warmup_line
-from reports.accounting import accounting_rows, environment_rows
-from reports.binning import COLUMNS, bin_columns, bin_size, extreme_rows, extremes, note
-from reports.charts import (COLORS, Chart, human_ms, mark_performance, ms_axis, nines, nines_axis, shade_faults,
-                            thousands)
-from reports.performance import (RECOVERY_HEAD, RECOVERY_NOTE, headroom_line, recovery_rows, steady_lines,
+from harness.reports.accounting import accounting_rows, environment_rows
+from harness.reports.binning import COLUMNS, bin_columns, bin_size, extreme_rows, extremes, note
+from harness.reports.charts import (COLORS, Chart, can_draw, human_ms, mark_performance, missing_html, ms_axis, nines,
+                            nines_axis, shade_faults, thousands)
+from harness.reports.performance import (RECOVERY_HEAD, RECOVERY_NOTE, headroom_line, recovery_rows, steady_lines,
                                  sustained_check, sustained_rows)
 from harness.analysis.progress import epoch_s
 from harness.analysis.series import dense_seconds
@@ -438,6 +438,8 @@ def disk_chart(run: dict, spans, t0: float) -> Chart | None:
 
 
 def figures(run: dict) -> list[Chart]:
+    if not can_draw():
+        return []
     t0 = float((run["series"] or {}).get("t0") or 0.0)
     spans = fault_spans(run["result"], t0) if t0 else []
     built = [throughput_chart(run, spans), latency_time_chart(run, spans), latency_distribution_chart(run),
@@ -511,7 +513,7 @@ def resources_html(run: dict) -> str:
     """The resource figures per role and the leak verdicts, as tables (result.json's `resources`, or computed from
     resources.jsonl for a run judged before there was one)."""
     from harness.analysis.resources import MB, summarize
-    from reports.resources import footprint_html, machine_html
+    from harness.reports.resources import footprint_html, machine_html
 
     summary = run["result"].get("resources") or summarize(run["resources"])
     foot = footprint_html(run["result"].get("footprint") or {}) + machine_html(run["result"].get("machine"))
@@ -601,7 +603,7 @@ def build_html(run_dir: Path) -> str:
     if recovery:
         parts += ['<h2 id="recovery">Recovery per fault</h2>', f"<p>{html.escape(RECOVERY_NOTE)}</p>",
                   _table(RECOVERY_HEAD, [[html.escape(c) for c in row] for row in recovery])]
-    parts += ["<h2>Over time, per partition, per batch</h2>"] + [ch.html() for ch in charts]
+    parts += ["<h2>Over time, per partition, per batch</h2>", missing_html()] + [ch.html() for ch in charts]
     missing = run["series"].get("error") or ("" if run["series"] else "no series.json in the run directory")
     if missing:
         parts.append(f'<p class="bad">Figures over time are missing: {html.escape(missing)}.</p>')

@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.check import status_of
-from reports.performance import (RECOVERY_HEAD, RECOVERY_NOTE, headroom_line, recovery_rows, steady_lines,
+from harness.reports.performance import (RECOVERY_HEAD, RECOVERY_NOTE, headroom_line, recovery_rows, steady_lines,
                                  sustained_check, sustained_rows)
 from harness.jsonl import read_jsonl
-from reports.accounting import accounting_rows, environment_rows
+from harness.reports.accounting import accounting_rows, environment_rows
 from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE, warmup_line
 
 
@@ -159,21 +159,21 @@ def build_report(result: dict, run_dir: Path) -> str:
                   _table(["partition", "events", "bytes"],
                          [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
                           for p, n in prod["partition_events"].items()])]
-    from reports.source_tasks import source_section
-    from reports.consumers import consumers_section
-    from reports.spark_tasks import placement_section
+    from harness.reports.source_tasks import source_section
+    from harness.reports.consumers import consumers_section
+    from harness.reports.spark_tasks import placement_section
 
     parts += source_section(result.get("source") or {})
     parts += placement_section(result.get("placement") or {})
     parts += consumers_section(result.get("consumers") or {})
     if (run_dir / "resources.jsonl").exists():
         from harness.analysis.resources import load, summarize
-        from reports.resources import resources_markdown
+        from harness.reports.resources import resources_markdown
 
         parts += resources_markdown(result.get("resources") or summarize(load(run_dir)), result.get("footprint"),
                                     result.get("machine"))
     elif result.get("footprint") or result.get("machine"):  # not sampled: the footprint says it is unknown
-        from reports.resources import resources_markdown
+        from harness.reports.resources import resources_markdown
 
         parts += resources_markdown({}, result.get("footprint"), result.get("machine"))
     events = read_jsonl(run_dir / "timeline.jsonl")
@@ -200,7 +200,7 @@ def write_reports(result: dict, run_dir: Path) -> list[str]:
     from harness import atomic
 
     def html() -> str:
-        from reports.html import build_html  # matplotlib: a broken install costs the page, not the run
+        from harness.reports.html import build_html  # matplotlib: a broken install costs the page, not the run
 
         return build_html(run_dir)
 

@@ -1,7 +1,7 @@
 """Where Spark ran the read tasks, in report.md (figures: harness.analysis.spark_tasks)."""
 from __future__ import annotations
 
-from reports.source_tasks import pct
+from harness.reports.source_tasks import pct
 
 
 def placement_section(summary: dict) -> list[str]:

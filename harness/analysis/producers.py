@@ -2,7 +2,7 @@
 produced (producers.skew)."""
 from __future__ import annotations
 
-from producers.skew import skew_figures
+from harness.producers.skew import skew_figures
 
 
 def skew_section(producers: dict) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.histsummary import Hist, LatencySummary, grouped_percentile
 from harness.analysis.lag import lag_by_partition
@@ -18,6 +19,66 @@ from harness.analysis.lag import lag_by_partition
 # the percentile curve's levels: dense where tails live
 LEVELS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0)
 SCHEMA = 1
+
+
+class Produced(BaseModel):
+    """What the producers sent, one row a second of their own count (columns of equal length)."""
+    t: list[float] = Field(description="The second's start, seconds since t0.")
+    sent: list[int] = Field(description="Events the producers sent in that second (their own count).")
+    scheduled: list[float | None] = Field(description="Events the rate schedule asked for in that second; null "
+                                                      "where the producers did not say.")
+    failed: list[int] = Field(description="Sends that failed in that second (a delivery error, or refused).")
+
+
+class Delivered(BaseModel):
+    """The checker's view, per whole second since t0: latency of the events intended in that second (as
+    HdrHistogram reports it, 3 significant digits) and events the sink made visible (commit time) in a second."""
+    t: list[int] = Field(description="Seconds since t0 the events were intended in (the latency columns' axis).")
+    latency_p50: list[float] = Field(description="Median end-to-end latency, ms, of the events intended then.")
+    latency_p99: list[float] = Field(description="99th percentile end-to-end latency, ms.")
+    latency_max: list[float] = Field(description="Largest end-to-end latency, ms.")
+    visible_t: list[int] = Field(description="Seconds since t0 in which the sink committed events (the next "
+                                             "column's axis; seconds without a commit are left out).")
+    visible: list[int] = Field(description="Events the sink made visible in that second.")
+
+
+class LagMatrix(BaseModel):
+    """Lag per partition (rows) per sample (columns)."""
+    t: list[float] = Field(description="Each sample's time, seconds since t0.")
+    partitions: list[str] = Field(description="The partitions, the rows of `lag`, in numeric order.")
+    lag: list[list[int]] = Field(description="Events behind the end of the partition, a row a partition, a column "
+                                             "a sample.")
+
+
+class Tasks(BaseModel):
+    """The source's scan tasks that finished, one column each (equal length, a task an index)."""
+    batch: list[int] = Field(description="The micro-batch the task belonged to.")
+    executor: list[str] = Field(description="Where it ran: `driver` in local mode, else the executor's id.")
+    partition: list[int | None] = Field(description="The stream partition it read; null when unknown.")
+    launch_s: list[float] = Field(description="When it started, seconds since t0.")
+    duration_ms: list[int] = Field(description="How long it ran, ms.")
+    locality: list[str] = Field(description="Spark's locality level for it (PROCESS_LOCAL, NODE_LOCAL, ANY, ...).")
+    records: list[int] = Field(description="Records it read.")
+
+
+class Series(BaseModel):
+    """series.json: what the reports draw over time, condensed once when the run is judged. A run whose series
+    could not be built has only `error`."""
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_version: int | None = Field(None, alias="schema", description="This file's layout version (SCHEMA).")
+    t0: float | None = Field(None, description="When the traffic started, epoch seconds: every time here is "
+                                               "seconds since it.")
+    warmup_s: float | None = Field(None, description="The warm-up, seconds since t0: figures before it are kept "
+                                                     "out of latency and throughput.")
+    produced: Produced | None = Field(None, description="The producers per second.")
+    delivered: Delivered | None = Field(None, description="Latency and visibility per second.")
+    percentiles: list[tuple[float, float]] | None = Field(
+        None, description="The measured window's latency distribution: [percentile, ms] at fixed levels.")
+    lag: LagMatrix | None = Field(None, description="Lag per partition over time.")
+    tasks: Tasks | None = Field(None, description="The scan tasks.")
+    error: str | None = Field(None, description="Why the series could not be built (the run's verdict does not "
+                                                "stand on them).")
 
 
 def per_second_summary(per_second: dict) -> dict[str, list]:

@@ -36,7 +36,7 @@ from harness.config import load_scenario
 from harness.console import Console
 from harness.runner import producer_job
 from harness.supervisor import Supervisor
-from producers.fleet import ProducerFleet
+from harness.producers.fleet import ProducerFleet
 
 # each send mode's traffic: by partition id (many keys per batch) and by partition key (a batch per key's run)
 SCENARIOS = {"partition_id": "eh-steady", "partition_key": "eh-skew"}

@@ -48,7 +48,7 @@ def fill(bootstrap: str, events: int, topic: str = TOPIC, partitions: int = PART
     acks=all, at one intended time; every one acked or an error. `settings`: client settings over these."""
     from confluent_kafka import Producer
 
-    from producers.event import encode_many, pad_lengths
+    from harness.producers.event import encode_many, pad_lengths
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
                          "compression.type": "lz4", "acks": "all", "queue.buffering.max.messages": 1_000_000,

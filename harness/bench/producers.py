@@ -24,9 +24,9 @@ from harness.backends.kafka.embedded import EmbeddedKafka
 from harness.history import load_acks
 from harness.console import Console
 from harness.supervisor import Supervisor
-from producers.fleet import ProducerFleet
-from producers.rates import make_rate
-from producers.spec import BurstRate
+from harness.producers.fleet import ProducerFleet
+from harness.producers.rates import make_rate
+from harness.producers.spec import BurstRate
 
 SIZE = 256
 FLAT_OUT = 2_000_000.0  # a target no process reaches: what it sends is its maximum sustained rate

@@ -23,8 +23,8 @@ from azure.eventhub import EventData, EventHubProducerClient
 from pydantic import TypeAdapter
 
 from harness.partitioning import eventhubs_partition_for_key
-from producers.keys import make_key_chooser
-from producers.spec import KeysSpec
+from harness.producers.keys import make_key_chooser
+from harness.producers.spec import KeysSpec
 
 
 def batches(keys: list[bytes], send: str, partitions: int) -> list[tuple[dict, int]]:

@@ -29,8 +29,8 @@ from harness.queries import QueryDef
 from harness.runstate import RunState
 from harness.sink import local_path, batch_log
 from harness.spark import checkpoint as ckpt
-from producers.fleet import ProducerFleet
-from producers.rates import make_rate, warmed_up
+from harness.producers.fleet import ProducerFleet
+from harness.producers.rates import make_rate, warmed_up
 
 SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
 OWN_SINK_EVENT_COLUMNS = ("producer", "seq", "partition", "offset", "commit_ms")

@@ -75,7 +75,7 @@ from harness.errors import InputError
 from harness.checkers.busy import busy_cause
 from harness.checkers.sustained import Thresholds, criteria as sustained_criteria, headroom_check
 from harness.durations import spark_interval_ms
-from reports.capacity_html import capacity_html
+from harness.reports.capacity_html import capacity_html
 
 GROWTH = 2.0
 RESOLUTION = 0.10

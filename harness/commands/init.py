@@ -28,7 +28,7 @@ from harness.errors import InputError
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 DEFAULT_QUERY = "streaming_job.query:query"
-DEFAULT_INSTALL = "spark-stream-harness"
+DEFAULT_INSTALL = "spark-stream-harness[plots]"  # the published report draws its figures
 _QUERY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):([A-Za-z_][A-Za-z0-9_]*)$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -111,6 +111,6 @@ def init(target: Path, *, query: str = DEFAULT_QUERY, name: str | None = None, i
     out(f"next: pip install -e . (if this is a package), harness setup, harness validate scenarios/{name}.toml, "
         f"pytest tests/test_{name}_harness.py")
     if install == DEFAULT_INSTALL:
-        out("the workflows install the harness with `pip install spark-stream-harness`: set HARNESS_INSTALL in "
-            "them to a wheel or git URL (`spark-stream-harness @ git+https://...`) if it is not on your index")
+        out(f"the workflows install the harness with `pip install '{DEFAULT_INSTALL}'`: set HARNESS_INSTALL in "
+            "them to a wheel or git URL (`spark-stream-harness[plots] @ git+https://...`) if it is not on your index")
     return written

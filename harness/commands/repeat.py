@@ -19,7 +19,7 @@ import numpy as np
 from harness import atomic, runner, secrets
 from harness.check import counts_against, exit_code, status_of
 from harness.console import Console
-from reports.compare import FIGURES, figure
+from harness.reports.compare import FIGURES, figure
 
 
 def noise(results: list[dict]) -> dict[str, dict[str, Any]]:

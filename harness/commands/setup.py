@@ -39,7 +39,7 @@ from harness.jvm.artifacts import KAFKA_BROKER, SetupError, resolve, setup_all
 from harness.sinks import job_part
 from harness.spark.process import SparkQueryProcess, driver_classpath
 from harness.supervisor import Supervisor
-from producers.rates import make_rate
+from harness.producers.rates import make_rate
 
 SCENARIO = "steady"  # the run whose first start this makes ready (README's first command)
 TRAFFIC_S = 1.0  # the topic holds this many seconds of the scenario's traffic: the query's first batch reads it

@@ -31,7 +31,7 @@ from harness.commands.repeat import run_repeats
 from harness.commands.shared_broker import reason_not_shared, shared_broker
 from harness.config import Scenario, load_scenario
 from harness.console import Console
-from reports.compare import figure, recommended_line
+from harness.reports.compare import figure, recommended_line
 
 GOAL_CHECKS = {"sustained", "latency_p99"}
 MEANS = {"process_rps": "process_rps", "latency_p50_ms": "p50", "latency_p99_ms": "p99",
@@ -210,7 +210,7 @@ def _run_plans(plans: list, name_or_path: str, repeat: int, sweep_dir: Path, con
 
 def write_sweep_reports(sweep_dir: Path, summary: dict) -> None:
     """sweep.md, and sweep.html once there are two runs to put side by side."""
-    from reports.compare_html import sweep_html
+    from harness.reports.compare_html import sweep_html
 
     atomic.write_text(sweep_dir / "sweep.md", sweep_markdown(summary))
     page = sweep_html(sweep_dir, summary)

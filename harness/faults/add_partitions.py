@@ -91,7 +91,7 @@ class AddPartitions(Fault):
         from harness.backends.kafka.admin import CLIENT_LOG
         from harness.backends.kafka.security import expand_all
         from harness.history import AckWriter
-        from producers.event import encode
+        from harness.producers.event import encode
 
         out = ctx.run_dir / "producers"
         out.mkdir(parents=True, exist_ok=True)

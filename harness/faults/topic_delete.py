@@ -129,7 +129,7 @@ class TopicDelete(Fault):
     @staticmethod
     def _scheduled(scenario, t: float, window: float) -> float:
         """Events the producers are scheduled to send in [t, t + window] (seconds after traffic start)."""
-        from producers.rates import make_rate
+        from harness.producers.rates import make_rate
 
         duration = scenario.producers.duration_s
         rate = make_rate(scenario.producers.rate)

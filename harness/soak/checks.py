@@ -12,7 +12,7 @@ from harness.check import Check, status_of
 from harness.checkers.view import RunView
 from harness.config import ConfigError, SoakSpec
 from harness.jsonl import read_jsonl
-from reports.compare import compare, parse_thresholds
+from harness.reports.compare import compare, parse_thresholds
 
 
 def live_checks(run_dir: Path, started_at: float | None) -> list[Check]:

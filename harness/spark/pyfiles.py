@@ -10,7 +10,8 @@ Why a zip of the package files rather than a wheel: a Python worker imports from
 puts only `.zip`, `.egg` and `.jar` files there (a `.whl` is copied but left off the path); a wheel's extra
 metadata (dist-info, entry points) is nothing an executor uses; and building one runs the build backend, with
 its build/ and egg-info directories, in a checkout several people share. The archive holds exactly the packages
-pyproject.toml installs (harness, producers, reports; .py files and package data) and is built once per source
+pyproject.toml installs (harness, with producers/ and reports/ as harness.producers and harness.reports; .py
+files and package data) and is built once per source
 state: its name carries a hash of every file in it, under the cache directory (outside git), so an unchanged
 tree reuses it and a changed file makes a new one.
 """
@@ -23,15 +24,18 @@ from pathlib import Path
 
 from harness.paths import REPO, cache_dir
 
-PACKAGES = ("harness", "producers", "reports")  # pyproject.toml's [tool.setuptools.packages.find] include
+# folder -> its name inside the archive, as pyproject.toml's packages and package-dir install them
+PACKAGES = {"harness": "harness", "producers": "harness/producers", "reports": "harness/reports"}
 ARCHIVE_PREFIX = "spark_stream_harness-"
 _SKIP_DIRS = {"__pycache__", ".pytest_cache"}
 _SUFFIXES = {".py", ".xml", ".json", ".toml"}  # sources and package data read at import/run time
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member times: the same files give the same bytes
 
 
-def package_files(root: Path = REPO, packages: tuple[str, ...] = PACKAGES) -> list[tuple[str, Path]]:
-    """(name inside the archive, file) of every file the packages ship, sorted by name."""
+def package_files(root: Path, packages: tuple[str, ...],
+                  inside: dict[str, str] | None = None) -> list[tuple[str, Path]]:
+    """(name inside the archive, file) of every file the packages (folders under `root`) ship, sorted by name;
+    `inside` names a folder's place in the archive when it is not its own name."""
     out = []
     for package in packages:
         base = root / package
@@ -43,7 +47,8 @@ def package_files(root: Path = REPO, packages: tuple[str, ...] = PACKAGES) -> li
             for name in filenames:
                 path = Path(dirpath) / name
                 if path.suffix in _SUFFIXES:
-                    out.append((path.relative_to(root).as_posix(), path))
+                    name = (inside or {}).get(package, package) + "/" + path.relative_to(base).as_posix()
+                    out.append((name, path))
     return sorted(out)
 
 
@@ -74,7 +79,7 @@ def build_archive(files: list[tuple[str, Path]], out_dir: Path, prefix: str = AR
 
 def harness_archive() -> Path:
     """The harness's packages as one archive, from the cache when this source state was built before."""
-    return build_archive(package_files(), cache_dir() / "pyfiles")
+    return build_archive(package_files(REPO, tuple(PACKAGES), PACKAGES), cache_dir() / "pyfiles")
 
 
 def query_module_archive(query: str, scenario_dir: Path) -> Path | None:
@@ -102,6 +107,7 @@ def where_imported(_=None) -> dict:
     import sys
 
     offsets = importlib.import_module("harness.backends.eventhubs.spark_source.offsets")
-    return {"harness": os.path.abspath(sys.modules["harness"].__file__), "eventhubs_offsets":
-            os.path.abspath(offsets.__file__), "pyfiles": os.path.abspath(__file__), "cwd": os.getcwd(), "pythonpath": os.environ.get("PYTHONPATH", ""),
-            "host": socket.gethostname(), "pid": os.getpid()}
+    return {"harness": os.path.abspath(sys.modules["harness"].__file__),
+            "eventhubs_offsets": os.path.abspath(offsets.__file__), "pyfiles": os.path.abspath(__file__),
+            "cwd": os.getcwd(), "pythonpath": os.environ.get("PYTHONPATH", ""), "host": socket.gethostname(),
+            "pid": os.getpid()}

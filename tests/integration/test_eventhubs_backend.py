@@ -10,8 +10,8 @@ from harness.backends import make_backend
 from harness.backends.eventhubs.spec import EventHubsSpec
 from harness.history import load_acks
 from harness.config import StreamSpec
-from producers.event import decode
-from producers.fleet import ProducerFleet
+from harness.producers.event import decode
+from harness.producers.fleet import ProducerFleet
 
 pytestmark = pytest.mark.integration
 

@@ -9,10 +9,10 @@ from harness.history import load_acks
 from harness.emulator.config import EmulatorConfig, HubConfig
 from harness.emulator.server import EmulatorServer
 from harness.partitioning import eventhubs_partition_for_key
-from producers.event import decode
-from producers.fleet import ProducerFleet
-from producers.keys import make_key_chooser
-from producers.spec import KeysSpec
+from harness.producers.event import decode
+from harness.producers.fleet import ProducerFleet
+from harness.producers.keys import make_key_chooser
+from harness.producers.spec import KeysSpec
 from pydantic import TypeAdapter
 
 pytestmark = pytest.mark.integration

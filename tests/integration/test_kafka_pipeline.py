@@ -10,7 +10,7 @@ from harness.history import load_acks
 from harness.partitioning import kafka_partition_for_key
 from harness.queries import resolve
 from harness.spark.events import from_kafka
-from producers.fleet import ProducerFleet
+from harness.producers.fleet import ProducerFleet
 
 pytestmark = pytest.mark.integration
 

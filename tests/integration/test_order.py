@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from harness.backends.kafka.admin import client_config
 from harness.checker import reconcile
 from harness.history import load_acks
-from producers.fleet import ProducerFleet
+from harness.producers.fleet import ProducerFleet
 
 pytestmark = pytest.mark.integration
 

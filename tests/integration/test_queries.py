@@ -19,7 +19,7 @@ from harness.history import load_acks
 from harness.oracles import window_counts
 from harness.queries import resolve
 from harness.spark.events import from_kafka
-from producers.event import encode
+from harness.producers.event import encode
 from harness.backends.kafka.sender import event_fields
 
 from scenario_runs import run

@@ -10,8 +10,8 @@ from harness.backends.kafka.embedded import EmbeddedKafka
 from harness.jsonl import read_jsonl
 from harness.resources import ResourceSampler
 from harness.supervisor import Supervisor
-from producers.fleet import ProducerFleet
-from reports.resources import resources_markdown
+from harness.producers.fleet import ProducerFleet
+from harness.reports.resources import resources_markdown
 from harness.analysis.resources import summarize
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # make test keeps its budget: the steady run's report and the soak test see the sampler's broker too

@@ -33,13 +33,13 @@ def _run(argv, cwd, env, timeout=120) -> subprocess.CompletedProcess:
 
 
 def _shipped_files() -> set[str]:
-    """Every file the wheel must carry, as its name inside the wheel: the packages' files (sources and data) and
-    the scenarios as harness/scenarios/."""
+    """Every file the wheel must carry, as its name inside the wheel: the packages' files (sources and data), with
+    producers/ and reports/ as harness/producers/ and harness/reports/, and the scenarios as harness/scenarios/."""
     out = set()
-    for top in ("harness", "producers", "reports"):
+    for top, inside in (("harness", "harness"), ("producers", "harness/producers"), ("reports", "harness/reports")):
         for path in (ROOT / top).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                out.add(path.relative_to(ROOT).as_posix())
+                out.add(f"{inside}/{path.relative_to(ROOT / top).as_posix()}")
     out |= {f"harness/scenarios/{p.name}" for p in (ROOT / "scenarios").glob("*.toml")}
     return out
 
@@ -63,6 +63,8 @@ def test_the_wheel_carries_every_package_file_the_scenarios_and_the_license(whee
     missing = sorted(_shipped_files() - names)
     assert not missing, f"files of the source tree not in the wheel (pyproject.toml's packages/package-data): " \
                         f"{missing}"
+    tops = {n.split("/", 1)[0] for n in names if "/" in n and ".dist-info/" not in n}
+    assert tops == {"harness"}, f"the wheel claims more than `harness` in site-packages: {sorted(tops)}"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(metadata).decode()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from reports.ci import junit_xml, summary_markdown
+from harness.reports.ci import junit_xml, summary_markdown
 
 
 def result(verdict="fail", checks=None, **more):

@@ -137,7 +137,7 @@ def test_a_faults_own_history_at_the_top_is_the_runners_and_collides_with_no_wor
 
 
 def test_per_second_rows_of_a_machine_ahead_are_merged_into_the_runs_seconds(tmp_path):
-    from producers.fleet import ProducerFleet
+    from harness.producers.fleet import ProducerFleet
 
     def row(t, n):
         return json.dumps({"t": t, "due": n, "sent": n, "acked": n, "failed": 0, "buffer_full": 0, "errors": {}})

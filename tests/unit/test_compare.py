@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from reference_windows import latency_windows
-from reports.compare import CompareError, compare, parse_thresholds
+from harness.reports.compare import CompareError, compare, parse_thresholds
 
 
 def make_run(path, p99_windows, batch_rows_ms, lost=0, verdict="pass"):
@@ -157,7 +157,7 @@ def recorded_run(tmp_path, name, label=None):
 
 
 def test_a_comparison_opens_with_the_settings_that_differ_and_warns_beyond_the_overrides(tmp_path):
-    from reports.compare import compare_markdown
+    from harness.reports.compare import compare_markdown
 
     steady, again = recorded_run(tmp_path, "steady"), recorded_run(tmp_path, "steady", "steady-again")
     same = compare([steady, again])

@@ -2,7 +2,7 @@
 from datetime import datetime, timezone
 
 from harness.analysis.consumers import consumer_summary, creations
-from reports.consumers import consumers_section
+from harness.reports.consumers import consumers_section
 
 T0 = 1_800_000_000.0
 EXEC = "consumer-spark-kafka-source-0f-1-executor-"

@@ -4,7 +4,7 @@ creations per batch. Expected values are counted by hand from the rows below."""
 import json
 
 from harness.analysis.consumers import connections_file, consumer_summary, read_connections
-from reports.consumers import consumers_section
+from harness.reports.consumers import consumers_section
 
 EXEC = "consumer-spark-kafka-source-0f1e-123-executor-1"
 

@@ -2,6 +2,7 @@
 block parses with the harness's own argument parser (harness.cli.parser, a dry parse: nothing runs), names a
 scenario that exists, and a make target the Makefile has. The scenario catalogue lists exactly the files in
 scenarios/, in their own words; the README's own example validates; every relative link leads to a file."""
+import json
 import re
 import shlex
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from harness.cli import main, parser
 from harness.paths import SCENARIOS_DIR
-from reports import catalogue
+from harness.reports import catalogue
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -138,7 +139,41 @@ def test_the_catalogue_lists_exactly_the_scenario_files_in_their_own_words():
     block = text[text.index(catalogue.BEGIN) + len(catalogue.BEGIN):text.index(catalogue.END)].strip()
     names = re.findall(r"^\| `([^`]+)` \|", block, re.M)
     assert names == [p.stem for p in sorted(SCENARIOS_DIR.glob("*.toml"))]
-    assert block == catalogue.table(), "regenerate: python -m reports.catalogue README.md"
+    assert block == catalogue.table(), "regenerate: python -m harness.reports.catalogue README.md"
+
+
+def test_the_measured_table_in_checks_is_the_one_the_catalogues_gave():
+    """docs/checks.md's measured figures are generated from the catalogue runs kept in docs/catalogue-measured.json
+    (issue 32: the start-up and latency figures on different pages had drifted apart)."""
+    text = (ROOT / "docs" / "checks.md").read_text(encoding="utf-8")
+    start, end = text.index(catalogue.FIGURES_BEGIN), text.index(catalogue.FIGURES_END)
+    block = text[start + len(catalogue.FIGURES_BEGIN):end].strip()
+    assert block == catalogue.measured_table(), "regenerate: python -m harness.reports.catalogue docs/checks.md"
+    assert len(catalogue.minutes()["figures"]) >= 15
+
+
+def test_a_catalogue_runs_figures_are_its_result_jsons(tmp_path):
+    """One catalogue run read back as a table row: the figures are the run's result.json's, found beside the
+    catalogue (a moved catalogue reads the same); a run whose keeping up was not judged has no row."""
+    fixtures = ROOT / "tests" / "fixtures" / "runs"
+    cat = tmp_path / "moved" / "catalogue.json"
+    for name in ("steady", "eh-ageout-lenient"):
+        (cat.parent / name / "01").mkdir(parents=True)
+        (cat.parent / name / "01" / "result.json").write_text((fixtures / f"{name}.result.json").read_text())
+    runs = [{"scenario": n, "round": 1, "run_dir": f"/elsewhere/{n}/01", "wall_s": w}
+            for n, w in (("steady", 90.0), ("eh-ageout-lenient", 150.0))]
+    cat.write_text(json.dumps({"runs": runs}))
+    result = json.loads((fixtures / "steady.result.json").read_text())
+    data = catalogue.measured_minutes([cat], path=tmp_path / "none.json")
+    assert data["minutes"] == {"eh-ageout-lenient": 2.5, "steady": 1.5}
+    assert list(data["figures"]) == ["steady"]  # eh-ageout-lenient's lag is held behind on purpose: not judged
+    row = data["figures"]["steady"]
+    assert row["offered_eps"] == round(result["sustain"]["offered_eps"])
+    assert row["lag_slope_eps"] == round(result["sustain"]["lag"]["slope_eps"])
+    assert row["first_data_batch_s"] == result["startup"]["first_data_batch_from_run_start_s"]
+    assert row["p99_ms"] == result["latency_ms"]["p99"] and row["verdict"] == result["verdict"]
+    line = catalogue.measured_table(data).splitlines()[-1]
+    assert line.startswith(f"| `steady` | {result['verdict']} | ") and f"{row['lag_slope_eps']:+,} ± " in line
 
 
 def test_the_readme_example_validates(tmp_path, monkeypatch, capsys):

@@ -1,4 +1,4 @@
-from producers.event import decode, encode, encode_many, pad_lengths
+from harness.producers.event import decode, encode, encode_many, pad_lengths
 from harness.backends.kafka.sender import event_fields
 
 

@@ -9,9 +9,9 @@ import pytest
 from harness.backends.eventhubs import sender as eh
 from harness.history import AckWriter, load_acks
 from harness.partitioning import eventhubs_partition_for_key
-from producers.payloads import PayloadSource
-from producers.records import SecondStats
-from producers.spec import PayloadSpec
+from harness.producers.payloads import PayloadSource
+from harness.producers.records import SecondStats
+from harness.producers.spec import PayloadSpec
 
 
 class ServerBusyError(Exception):

@@ -5,13 +5,13 @@ pacer did not foresee (skipped events, a new rate) is still right."""
 import numpy as np
 from pydantic import TypeAdapter
 
-from producers.ahead import EventsAhead
-from producers.event import decode, encode
-from producers.keys import make_key_chooser
-from producers.pacer import TokenPacer
-from producers.payloads import PayloadSource
-from producers.rates import make_rate, warmed_up
-from producers.spec import KeysSpec, PayloadSpec, RateSpec
+from harness.producers.ahead import EventsAhead
+from harness.producers.event import decode, encode
+from harness.producers.keys import make_key_chooser
+from harness.producers.pacer import TokenPacer
+from harness.producers.payloads import PayloadSource
+from harness.producers.rates import make_rate, warmed_up
+from harness.producers.spec import KeysSpec, PayloadSpec, RateSpec
 
 START = 1_795_313_990.0
 KEYS = {"kind": "uniform", "count": 1000}

@@ -2,7 +2,7 @@
 totals are the hand-written rows' sums (a line still being written counts once it is whole)."""
 import json
 
-from producers.fleet import ProducerFleet
+from harness.producers.fleet import ProducerFleet
 def test_live_totals_read_on_from_where_they_stopped(tmp_path):
     fleet = ProducerFleet(tmp_path, None, {"processes": 2})
     a, b = tmp_path / "stats-0.jsonl", tmp_path / "m1" / "stats-1.jsonl"

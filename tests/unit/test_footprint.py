@@ -7,7 +7,7 @@ import pytest
 from harness.analysis.resources import HARNESS_ROLES, SUT_ROLES, footprint, run_footprint
 from harness.wording import footprint_line
 from harness.resources import ROLES
-from reports.resources import footprint_html, footprint_markdown, resources_markdown
+from harness.reports.resources import footprint_html, footprint_markdown, resources_markdown
 
 
 def proc(pid, role, cpu, created=0.0):

@@ -167,8 +167,8 @@ def test_real_time_mode_takes_no_min_headroom():
 
 # ---------------------------------------------------------------------------------------------- shown
 def test_the_reports_show_the_headroom_under_keeping_up_and_the_checks_table_lists_it():
-    from reports.html import performance_html
-    from reports.report import performance_section
+    from harness.reports.html import performance_html
+    from harness.reports.report import performance_section
 
     f = figures(*synthetic_run(rate=3000.0, batch_s=1.082))
     checks = [sustained_check(f, TH, None).as_dict(), headroom_check(f, TH, None).as_dict()]

@@ -3,8 +3,8 @@ runs' pages)."""
 import json
 import re
 
-from reports.compare_html import swept_charts
-from reports.html import build_html, fault_spans
+from harness.reports.compare_html import swept_charts
+from harness.reports.html import build_html, fault_spans
 
 UNJUDGED = {"scenario": "steady", "backend": "kafka", "verdict": "unjudged",
             "unjudged_reason": "reading the sink failed", "checks": [], "counts": {"produced": 10}}
@@ -46,7 +46,7 @@ def test_a_sweep_draws_each_figure_against_the_swept_setting():
 
 
 def test_clients_created_per_batch_come_from_the_proxy_on_kafka_and_the_source_on_event_hubs():
-    from reports.html import clients_chart
+    from harness.reports.html import clients_chart
 
     kafka = {"result": {"consumers": {"per_batch": {"0": {"created": 0}, "1": {"created": 8}, "2": {"created": 0}}}}}
     c = clients_chart(kafka)

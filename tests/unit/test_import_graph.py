@@ -6,7 +6,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("harness", "producers", "reports")
+# folder -> the package it installs as (pyproject.toml's package-dir: producers/ and reports/ live inside harness)
+PACKAGES = {"harness": "harness", "producers": "harness.producers", "reports": "harness.reports"}
 
 # bottom first: a module may import from its own layer and the ones before it
 LAYERS = [
@@ -16,11 +17,11 @@ LAYERS = [
                      "harness.placements", "harness.jvm", "harness.check", "harness.result", "harness.runstate",
                      "harness.lag_sampler", "harness.resources", "harness.checkbulk", "harness.checkstore",
                      "harness.checker"]),
-    ("parts", ["producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",
+    ("parts", ["harness.producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",
                "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.kafkaout"]),
-    ("scenario model", ["harness.config", "harness.schema"]),
-    ("run", ["harness.context", "harness.analysis"]),
-    ("rendering", ["reports"]),
+    ("scenario model", ["harness.config"]),
+    ("run", ["harness.context", "harness.analysis", "harness.schema"]),
+    ("rendering", ["harness.reports"]),
     ("judge", ["harness.checkers", "harness.verdict", "harness.soak"]),
     ("pipeline", ["harness.runner"]),
     ("commands", ["harness.commands", "harness.bench"]),
@@ -30,9 +31,9 @@ LAYERS = [
 
 def modules() -> dict[str, Path]:
     found = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = package.split(".") + list(path.relative_to(ROOT / folder).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             found[".".join(parts)] = path

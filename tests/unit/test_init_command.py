@@ -32,7 +32,7 @@ def test_an_empty_repository_gets_a_query_its_scenario_a_test_and_two_workflows(
     compile((tmp_path / "tests/test_enrich_harness.py").read_text(), "test", "exec")
     pr = yaml.safe_load((tmp_path / ".github/workflows/streaming-harness.yml").read_text())
     nightly = yaml.safe_load((tmp_path / ".github/workflows/streaming-harness-nightly.yml").read_text())
-    assert pr["jobs"]["harness"]["env"]["HARNESS_INSTALL"] == "spark-stream-harness"
+    assert pr["jobs"]["harness"]["env"]["HARNESS_INSTALL"] == "spark-stream-harness[plots]"
     runs = " ".join(step.get("run", "") for step in pr["jobs"]["harness"]["steps"])
     assert "harness setup" in runs and "pytest tests/test_enrich_harness.py" in runs
     night = " ".join(step.get("run", "") for step in nightly["jobs"]["nightly"]["steps"])

@@ -15,7 +15,7 @@ import pytest
 
 from harness.checkers.catalogue import check_names
 from harness.config import load_scenario
-from reports.junit import junit_xml
+from harness.reports.junit import junit_xml
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 # checks a run adds from what happened, which the scenario alone cannot name (see harness.checkers.catalogue)

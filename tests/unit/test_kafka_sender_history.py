@@ -6,9 +6,9 @@ import numpy as np
 
 from harness.history import AckWriter, load_acks
 from harness.backends.kafka.sender import KafkaSender
-from producers.payloads import PayloadSource
-from producers.records import SecondStats
-from producers.spec import PayloadSpec
+from harness.producers.payloads import PayloadSource
+from harness.producers.records import SecondStats
+from harness.producers.spec import PayloadSpec
 
 NOWHERE = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0, "reconnect.backoff.max.ms": 1000}
 

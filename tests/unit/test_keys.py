@@ -8,8 +8,8 @@ from azure.eventhub._buffered_producer import _partition_resolver as sdk_resolve
 from pydantic import TypeAdapter
 
 from harness.partitioning import kafka_partition_for_key, partition_for_key
-from producers.keys import KeyChooser, expected_partition_shares, make_key_chooser
-from producers.spec import KeysSpec
+from harness.producers.keys import KeyChooser, expected_partition_shares, make_key_chooser
+from harness.producers.spec import KeysSpec
 
 TA = TypeAdapter(KeysSpec)
 

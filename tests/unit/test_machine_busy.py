@@ -10,7 +10,7 @@ import pytest
 from harness.analysis.resources import machine, run_machine
 from harness.resources import ResourceSampler, machine_cpu
 from harness.wording import machine_line
-from reports.resources import machine_html, resources_markdown
+from harness.reports.resources import machine_html, resources_markdown
 
 
 def proc(pid, role, cpu, created=50.0):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter
 
-from producers.pacer import TokenPacer
-from producers.rates import make_rate
-from producers.spec import RateSpec
+from harness.producers.pacer import TokenPacer
+from harness.producers.rates import make_rate
+from harness.producers.spec import RateSpec
 
 TA = TypeAdapter(RateSpec)
 START = 1_700_000_000.0  # an epoch-like clock, as time.time() gives

@@ -29,14 +29,17 @@ def _package_dir(package: str) -> Path:
 
 
 def test_every_package_on_disk_is_listed_and_every_listed_one_exists():
-    on_disk = {p.parent.relative_to(ROOT).as_posix().replace("/", ".")
-               for top in ("harness", "producers", "reports") for p in (ROOT / top).rglob("__init__.py")
-               if "__pycache__" not in p.parts}
+    on_disk = {".".join(prefix + p.parent.relative_to(ROOT).parts)
+               for top, prefix in (("harness", ()), ("producers", ("harness",)), ("reports", ("harness",)))
+               for p in (ROOT / top).rglob("__init__.py") if "__pycache__" not in p.parts}
     listed = set(SETUPTOOLS["packages"])
     assert not on_disk - listed, f"packages missing from pyproject.toml [tool.setuptools] packages: " \
                                  f"{sorted(on_disk - listed)}"
     assert all(_package_dir(p).is_dir() for p in listed), [p for p in listed if not _package_dir(p).is_dir()]
     assert _package_dir("harness.scenarios") == ROOT / "scenarios"
+    assert _package_dir("harness.producers") == ROOT / "producers"
+    assert _package_dir("harness.reports") == ROOT / "reports"
+    assert all(p.split(".")[0] == "harness" for p in listed), "a wheel must claim only `harness` in site-packages"
 
 
 def test_every_data_file_in_a_package_matches_a_package_data_pattern():
@@ -71,8 +74,9 @@ def _pins() -> dict[str, str]:
 
 def test_the_constraints_pin_every_dependency_inside_pyprojects_ranges():
     pins = _pins()
+    extras = PYPROJECT["project"]["optional-dependencies"]
     reqs = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]
-            + PYPROJECT["project"]["optional-dependencies"]["dev"]]
+            + extras["dev"] + extras["eventhubs"] + extras["plots"]]
     for req in reqs:
         name = canonicalize_name(req.name)
         assert name in pins, f"{req.name} has no exact version in constraints.txt"
@@ -90,7 +94,7 @@ def test_the_makefile_installs_with_the_constraints_and_reinstalls_when_they_cha
     assert stamp_rule and "constraints.txt" in stamp_rule.group(1).split() and "pyproject.toml" in stamp_rule.group(1)
     dry = subprocess.run(["make", "--no-print-directory", "-n", "-B", ".venv/.installed"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert re.search(r"pip install .*-c constraints\.txt .*-e '\.\[dev,eventhubs\]'", dry), dry
+    assert re.search(r"pip install .*-c constraints\.txt .*-e '\.\[dev,eventhubs,plots\]'", dry), dry
 
 
 def test_shipped_scenarios_are_the_packages_own_in_a_wheel_and_the_checkouts_otherwise(tmp_path):

@@ -5,9 +5,9 @@ import zlib
 import numpy as np
 import pytest
 
-from producers.event import decode, encode
-from producers.payloads import _TEXT, ALPHABET, PayloadSource, read_event_ids
-from producers.spec import PayloadSpec
+from harness.producers.event import decode, encode
+from harness.producers.payloads import _TEXT, ALPHABET, PayloadSource, read_event_ids
+from harness.producers.spec import PayloadSpec
 
 
 def P(d=None, seed=1):
@@ -151,7 +151,7 @@ def test_event_ids_are_read_back_from_values_in_bulk():
 def test_small_batches_formatted_in_python_are_the_matrix_paths_bytes(monkeypatch):
     """Up to _SMALL_BATCH events a batch is formatted in Python; the matrix path (forced here for the twin source,
     same seed) is the reference: the same values and totals, and the same draws (the streams stay in step)."""
-    import producers.payloads as payloads
+    import harness.producers.payloads as payloads
 
     rng = np.random.default_rng(1)
     small_batch = payloads._SMALL_BATCH

@@ -1,7 +1,7 @@
 """A producer process asked for far more than it can send (the producer bench's flat out: it is behind at every
 batch and skips what is older than its backlog) still ends at its end time with its summary: its users send
 batch after batch without sleeping, and must let the process's other greenlets (the one watching the end, the
-reports) run between two batches. The process is real (`python -m producers.process`), its sender a counting
+reports) run between two batches. The process is real (`python -m harness.producers.process`), its sender a counting
 stand-in, so the test needs no broker."""
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_a_producer_far_behind_its_rate_ends_on_time_with_its_summary(tmp_path):
            "out_dir": str(out), "start_at": start}
     job_path = tmp_path / "job.json"
     job_path.write_text(json.dumps(job))
-    done = subprocess.run([sys.executable, "-m", "producers.process", str(job_path), "0"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "harness.producers.process", str(job_path), "0"], cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=f"{tmp_path}:{ROOT}", PYTHONDONTWRITEBYTECODE="1"),
                           capture_output=True,
                           text=True, timeout=60)

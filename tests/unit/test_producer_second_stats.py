@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from producers.records import MAX_US, SecondStats, new_histogram, record_many, value_at_percentile
+from harness.producers.records import MAX_US, SecondStats, new_histogram, record_many, value_at_percentile
 
 
 def test_bulk_recording_equals_one_record_value_per_value():

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.supervisor import Supervisor, wait_until
-from producers.fleet import PREPARED_JOB, ProducerFleet
+from harness.producers.fleet import PREPARED_JOB, ProducerFleet
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ PROCESS_SIDE = textwrap.dedent("""
     from pathlib import Path
     from types import SimpleNamespace
     import gevent
-    from producers import process
+    from harness.producers import process
     out = Path(sys.argv[1])
     go = out / "job.json"
     shared = SimpleNamespace(index=4, stopping=False)

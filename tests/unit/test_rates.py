@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter
 
-from producers.rates import (
+from harness.producers.rates import (
     INVERSE_TOL_S,
     PeriodicRate,
     PiecewiseLinear,
@@ -15,7 +15,7 @@ from producers.rates import (
     SumOfRates,
     make_rate,
 )
-from producers.spec import RateSpec
+from harness.producers.spec import RateSpec
 
 TA = TypeAdapter(RateSpec)
 
@@ -321,7 +321,7 @@ def test_replay_errors_name_file_and_line(tmp_path, text, match):
 
 
 def test_warm_up_holds_the_starting_rate_then_runs_the_shape_on_its_own_clock():
-    from producers.rates import warmed_up
+    from harness.producers.rates import warmed_up
 
     ramp = make_rate(TypeAdapter(RateSpec).validate_python({"kind": "ramp", "from_eps": 100, "to_eps": 300,
                                                             "duration_s": 10}))

@@ -12,9 +12,9 @@ from harness import environment
 from harness.cli import main
 from harness.console import Console
 from harness.wording import PROCESSING_RATE
-from reports.ci import summary_markdown
-from reports.html import build_html
-from reports.report import build_report
+from harness.reports.ci import summary_markdown
+from harness.reports.html import build_html
+from harness.reports.report import build_report
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runs"
 ANSI = re.compile(r"\x1b\[")

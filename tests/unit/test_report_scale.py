@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import long_run
-from reports import html as report
-from reports.binning import bin_columns, bin_size, extreme_rows
+from harness.reports import html as report
+from harness.reports.binning import bin_columns, bin_size, extreme_rows
 
 BIG = 20_000
 

@@ -14,7 +14,7 @@ import pytest
 from harness.resources import ProcessFinder, ResourceSampler, disk_usage, role_of
 from harness.supervisor import Supervisor, wait_until
 from harness.analysis.resources import cpu_intervals, leaks, roles_summary, slope_per_s, summarize, disk_summary
-from reports.resources import resources_markdown
+from harness.reports.resources import resources_markdown
 
 MB = 1e6
 
@@ -41,7 +41,7 @@ def sample(t, *procs, disk=None):
       "spark://CoarseGrainedScheduler@127.0.0.1:4242", "--executor-id", "0"], "executor"),
     (["/w/.venv/bin/python", "-m", "pyspark.daemon"], "python-worker"),
     (["/w/.venv/bin/python", "-m", "harness.spark.query", "/r/spark/job.json"], "driver"),
-    (["/w/.venv/bin/python", "-m", "producers.process", "/r/producers/job.json", "0"], "producer"),
+    (["/w/.venv/bin/python", "-m", "harness.producers.process", "/r/producers/job.json", "0"], "producer"),
     (["/w/.venv/bin/python", "-m", "locust", "-f", "producers/locustfile.py", "--worker"], "producer"),
     (["/w/.venv/bin/python", "-m", "harness.emulator", "--port", "0"], "emulator"),
     (["/w/.venv/bin/python", "-m", "harness.netproxy", "--dir", "/r/services/proxy"], "netproxy"),
@@ -124,7 +124,7 @@ def test_a_process_that_execs_into_another_program_changes_role(tmp_path):
     with Supervisor(run_id) as sup:
         go = tmp_path / "go"
         # the wrapper's own command line must not name the role: the program and its argument come from variables
-        env = dict(os.environ, PY=sys.executable, ARG="producers.process", GO=str(go))
+        env = dict(os.environ, PY=sys.executable, ARG="harness.producers.process", GO=str(go))
         child = sup.spawn("wrapper", ["bash", "-c", 'while [ ! -e "$GO" ]; do sleep 0.05; done; '
                                                     'exec "$PY" -c "import time; time.sleep(60)" "$ARG"'], env=env)
         sampler = ResourceSampler(tmp_path / "resources.jsonl", run_id, tmp_path)
@@ -346,7 +346,7 @@ SAMPLES = [sample(990.0 + 10 * k, proc(1, 900.0, "broker", 400 * MB, cpu=2.0 * k
 
 
 def test_report_html_draws_rss_cpu_and_disk_per_role_when_the_run_was_sampled(tmp_path):
-    from reports.html import build_html, disk_chart, load_run, resources_chart
+    from harness.reports.html import build_html, disk_chart, load_run, resources_chart
 
     run = load_run(_run_dir(tmp_path, SAMPLES))
     c = resources_chart(run, [(20.0, 30.0, "broker #1")], 1000.0)
@@ -367,7 +367,7 @@ def test_report_html_draws_rss_cpu_and_disk_per_role_when_the_run_was_sampled(tm
 
 
 def test_report_html_leaves_resources_out_when_the_run_was_not_sampled(tmp_path):
-    from reports.html import build_html
+    from harness.reports.html import build_html
 
     _run_dir(tmp_path, [])
     (tmp_path / "resources.jsonl").unlink()
@@ -376,7 +376,7 @@ def test_report_html_leaves_resources_out_when_the_run_was_not_sampled(tmp_path)
 
 
 def test_report_md_has_the_resources_section_from_result_or_from_the_samples(tmp_path):
-    from reports.report import build_report
+    from harness.reports.report import build_report
 
     result = {"scenario": "soak", "backend": "kafka", "verdict": "pass", "duration_s": 60, "batches": 3,
               "checks": [], "counts": {"produced": 1}, "latency_ms": {"p50": 1.0},

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from harness.backends import SPECS
-from producers.sender import Sender
+from harness.producers.sender import Sender
 
 METHODS = ("from_job", "send_many", "service", "outstanding", "abandon", "close")
 

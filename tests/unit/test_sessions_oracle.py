@@ -11,8 +11,8 @@ from pydantic import TypeAdapter
 from harness.analysis.state import session_state, window_state
 from harness.oracles import expected_sessions, sessions, with_keys
 from harness.queries import resolve
-from producers.keys import make_key_chooser
-from producers.spec import KeysSpec
+from harness.producers.keys import make_key_chooser
+from harness.producers.spec import KeysSpec
 
 T0 = 1_795_000_000_000
 GAP = 3_000

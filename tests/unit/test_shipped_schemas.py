@@ -2,7 +2,9 @@
 every field described, and what the harness reads and writes valid against them, checked by an independent
 validator (jsonschema), which also refuses what breaks them: every recorded and re-judged result.json against
 result.schema.json; every shipped scenario, example and recorded run's resolved scenario against
-scenario.schema.json; every recorded run_state.json against run_state.schema.json."""
+scenario.schema.json, and its scenario.json against scenario-record.schema.json; every recorded and re-judged
+series.json against series.schema.json; every recorded run_state.json against run_state.schema.json; this
+machine's environment.json against environment.schema.json."""
 from __future__ import annotations
 
 import json
@@ -18,6 +20,7 @@ from harness.schema import GENERATED, SCHEMAS
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 RESULTS = sorted(FIXTURES.rglob("*result.json"))
+SERIES = sorted(FIXTURES.rglob("*series.json"))
 RUN_DIRS = sorted(p.name for p in (FIXTURES / "runs").iterdir() if (p / "scenario.json").is_file())
 SCENARIO_FILES = sorted([*ROOT.glob("scenarios/*.toml"), *ROOT.glob("examples/**/scenario*.toml"),
                          *ROOT.glob("examples/*/scenarios/*.toml")])
@@ -48,7 +51,21 @@ def test_every_field_is_described(name):
 
 
 def test_there_is_enough_to_validate():
-    assert len(RESULTS) >= 5 and len(RUN_DIRS) >= 5 and len(SCENARIO_FILES) >= 50
+    assert len(RESULTS) >= 5 and len(SERIES) >= 5 and len(RUN_DIRS) >= 5 and len(SCENARIO_FILES) >= 50
+
+
+@pytest.mark.parametrize("path", SERIES, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_every_recorded_series_is_valid(path):
+    assert _errors("series.schema.json", json.loads(path.read_text())) == []
+
+
+def test_the_environment_a_run_records_here_is_valid(tmp_path):
+    from harness import environment
+
+    recorded = environment.record(tmp_path, {"kind": "kafka", "mode": "embedded"})
+    assert json.loads((tmp_path / "environment.json").read_text()) == recorded
+    assert _errors("environment.schema.json", recorded) == []
+    assert set(recorded) <= set(_schema("environment.schema.json")["properties"]), "a key the schema does not name"
 
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: str(p.relative_to(FIXTURES)))
@@ -66,8 +83,10 @@ def test_what_the_judge_writes_today_and_the_scenario_it_ran_are_valid(name, tmp
     shutil.copytree(FIXTURES / "runs" / name, run_dir)
     main(["check", str(run_dir)])
     assert _errors("result.schema.json", json.loads((run_dir / "result.json").read_text())) == []
-    resolved = json.loads((run_dir / "scenario.json").read_text())["resolved"]
-    assert _errors("scenario.schema.json", resolved) == []
+    record = json.loads((run_dir / "scenario.json").read_text())
+    assert _errors("scenario.schema.json", record["resolved"]) == []
+    assert _errors("scenario-record.schema.json", record) == []
+    assert _errors("series.schema.json", json.loads((run_dir / "series.json").read_text())) == []
     assert _errors("run_state.schema.json", json.loads((run_dir / "run_state.json").read_text())) == []
 
 
@@ -90,3 +109,10 @@ def test_what_breaks_them_is_refused():
     found = " | ".join(_errors("scenario.schema.json", scenario))
     assert "partitions: 0 is less than the minimum of 1" in found, found
     assert "producers/rate" in found, found
+    series = json.loads(SERIES[0].read_text())
+    series["lag"]["lag"][0][0] = "many"
+    del series["tasks"]["records"]
+    found = " | ".join(_errors("series.schema.json", series))
+    assert "lag/lag/0/0: 'many' is not of type 'integer'" in found and "'records' is a required property" in found
+    assert "'platform' is a required property" in " | ".join(_errors("environment.schema.json", {
+        "harness": "git x", "python": "3.11", "pyspark": "4.3.0", "java": "17", "cpu cores": "2"}))

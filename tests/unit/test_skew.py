@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from producers.skew import share_deviation, skew_figures
+from harness.producers.skew import share_deviation, skew_figures
 
 
 def brute_gini(xs):

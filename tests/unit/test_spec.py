@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from producers.spec import (
+from harness.producers.spec import (
     DEFAULT_KEYS,
     BurstRate,
     HotPartitionKeys,

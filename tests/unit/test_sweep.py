@@ -189,7 +189,7 @@ def test_sweep_repeat_runs_each_combination_n_times_and_takes_their_means(tmp_pa
     reps = json.loads((tmp_path / "out" / "00-partitions=1" / "repeat.json").read_text())
     assert [r["run_dir"] for r in reps["runs"]] == ["r1", "r2", "r3"] and reps["noise"]["p99"]["sd"] == 10.0
     # compare takes each repeat set as one configuration, the spread across its repeats as the noise
-    from reports.compare import compare
+    from harness.reports.compare import compare
     ch = compare([tmp_path / "out"])["runs"][0]["changes"]["p99"]
     assert ch["verdict"] == "worse" and ch["noise_basis"].startswith("repeats (n=3, 3)")
 

@@ -20,7 +20,7 @@ from harness.commands.sweep import sweep_verdict
 from harness.pytest_plugin import RunUnjudged, assert_passed
 from harness.result import RunResult
 from harness.verdict import add_check
-from reports.compare import _worst
+from harness.reports.compare import _worst
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runs"
 # other processes took 1.02 of 2 cores, with steal 51.2% of the machine, over 55 s: over the 10% bound

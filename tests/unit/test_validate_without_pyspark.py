@@ -11,30 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from missing_packages import WITHOUT
+
 ROOT = Path(__file__).resolve().parents[2]
-WITHOUT = """
-import importlib.metadata as m, importlib.util as u, sys
-GONE = {gone!r}
-_version = m.version
-def version(name):
-    if name.lower() in GONE:
-        raise m.PackageNotFoundError(name)
-    return _version(name)
-m.version = version
-_find_spec = u.find_spec
-def find_spec(name, package=None):
-    if name.split(".")[0] in GONE or name in GONE:
-        return None
-    return _find_spec(name, package)
-u.find_spec = find_spec
-class Gone:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in GONE or name in GONE:
-            raise ModuleNotFoundError(f"No module named {{name!r}}")
-sys.meta_path.insert(0, Gone())
-from harness.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
 
 
 def _validate(*args: str, gone: tuple[str, ...] = ("pyspark",)) -> subprocess.CompletedProcess:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from harness.analysis.warmup import decide, whole_periods
-from producers.pacer import TokenPacer
-from producers.rates import PiecewiseLinear, warmed_up
+from harness.producers.pacer import TokenPacer
+from harness.producers.rates import PiecewiseLinear, warmed_up
 
 T0 = 1_800_000_000.0  # the traffic's start
 RATE = 1000.0  # events/s, one partition
@@ -133,8 +133,8 @@ def test_a_periodic_rate_is_judged_at_its_mean_over_whole_periods_so_a_burst_is_
     (600/s, so a 3,600-event band) over windows ending anywhere in a period, the warm-up decided "not catching
     up"; judged at its mean (1,125/s) over whole periods (3 x 8 s), it caught up."""
     from harness.runner import rate_shape
-    from producers.rates import make_rate
-    from producers.spec import BurstRate
+    from harness.producers.rates import make_rate
+    from harness.producers.spec import BurstRate
 
     spec = BurstRate.model_validate({"kind": "burst", "base_eps": 600, "period_s": 8, "duration_s": 1,
                                      "factor": 8, "offset_s": 4})

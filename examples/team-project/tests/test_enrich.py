@@ -6,7 +6,7 @@ from confluent_kafka import Producer
 
 from harness.pytest_plugin import assert_passed
 from harness.spark.events import from_kafka
-from producers.event import encode
+from harness.producers.event import encode
 
 from team_query.enrich import query
 

@@ -99,7 +99,7 @@ class EventHubsBackendBase(Backend):
         read with a plain SDK consumer: where the service put events whose sends reported no position."""
         from azure.eventhub import EventHubConsumerClient
 
-        from producers.event import decode
+        from harness.producers.event import decode
 
         rows: list[tuple[int, int, int, int]] = []
         wanted = {p: (lo, hi) for p, (lo, hi) in ranges.items() if hi > lo}

@@ -23,8 +23,8 @@ from azure.eventhub import EventData, EventHubProducerClient
 
 from harness.history import AckWriter
 from harness.partitioning import eventhubs_partition_for_key
-from producers.payloads import read_event_ids
-from producers.records import SecondStats
+from harness.producers.payloads import read_event_ids
+from harness.producers.records import SecondStats
 
 LINGER_S = 0.005
 # Finished sends are recorded in bulk, as the Kafka sender records its reports: each recording has a fixed cost

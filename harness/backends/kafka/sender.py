@@ -23,8 +23,8 @@ from confluent_kafka import Message, Producer
 
 from harness.backends.kafka.security import expand_all
 from harness.history import AckWriter
-from producers.payloads import read_event_ids
-from producers.records import SecondStats
+from harness.producers.payloads import read_event_ids
+from harness.producers.records import SecondStats
 
 DEFAULTS = {
     "partitioner": "murmur2_random",  # what Java clients do, so key placement matches production

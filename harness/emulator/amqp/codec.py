@@ -379,15 +379,6 @@ def decode(buf, pos: int = 0, depth: int = 0):
         raise DecodeError(f"malformed value: {type(exc).__name__}") from None
 
 
-def decode_all(buf) -> list:
-    """Decode a buffer holding a sequence of values (e.g. message sections)."""
-    out, pos, n = [], 0, len(buf)
-    while pos < n:
-        value, pos = decode(buf, pos)
-        out.append(value)
-    return out
-
-
 def skip(buf, pos: int) -> int:
     """Position after the value at ``pos``, without building compound values when avoidable."""
     if pos >= len(buf):
@@ -418,7 +409,6 @@ def skip(buf, pos: int) -> int:
 
 # ---------------------------------------------------------------------------------------------- encode
 
-_p_u8 = _u8.pack
 _p_u32 = _u32.pack
 
 

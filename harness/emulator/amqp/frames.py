@@ -86,8 +86,3 @@ class FrameReader:
 
 def frame(channel: int, body: bytes | bytearray, ftype: int = TYPE_AMQP) -> bytes:
     return _pack_head(8 + len(body), 2, ftype, channel) + body
-
-
-def frame_parts(channel: int, body, payload, ftype: int = TYPE_AMQP) -> tuple:
-    """Header plus body plus payload without joining (the writer joins once per flush)."""
-    return (_pack_head(8 + len(body) + len(payload), 2, ftype, channel), body, payload)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 
 from .codec import DecodeError, decode, encode, skip
-from .types import Described, Symbol, Timestamp, ULong
+from .types import Described, Symbol, ULong
 
 BATCH_FORMAT = 0x80013700
 HEADER, DELIVERY_ANN, MESSAGE_ANN, PROPERTIES, APP_PROPS, DATA, SEQUENCE, VALUE, FOOTER = range(0x70, 0x79)
@@ -161,13 +161,6 @@ def _map_header(count: int, body_len: int) -> bytes:
     if body_len + 1 < 256 and count < 256:
         return bytes((0xC1, body_len + 1, count))
     return b"\xd1" + _u32u32.pack(body_len + 4, count)
-
-
-def _str_bytes(text: str) -> bytes:
-    raw = text.encode()
-    if len(raw) < 256:
-        return bytes((0xA1, len(raw))) + raw
-    return b"\xb1" + _u32.pack(len(raw)) + raw
 
 
 def stamp(inner: bytes, seq: int, offset: int, time_ms: int) -> tuple[bytes, int]:
@@ -316,7 +309,3 @@ def build_message(
     else:
         encode(Described(ULong(VALUE), value), out)
     return bytes(out)
-
-
-def now_timestamp(ms: int) -> Timestamp:
-    return Timestamp(ms)

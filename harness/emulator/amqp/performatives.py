@@ -138,10 +138,6 @@ def error(condition: str, description: str | None = None, info: dict | None = No
     return Described(ULong(ERROR), [Symbol(condition), description, info])
 
 
-def described_list(code: int, fields: list) -> Described:
-    return Described(ULong(code), fields)
-
-
 def outcome(code: int, fields: list | None = None) -> Described:
     return Described(ULong(code), fields if fields is not None else [])
 

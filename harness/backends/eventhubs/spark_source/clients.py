@@ -139,11 +139,6 @@ def is_not_found(exc: BaseException) -> bool:
     return "404" in text or "could not be found" in text or "not found" in text
 
 
-def hub_properties(options: EventHubsOptions) -> dict:
-    """{'eventhub_name', 'created_at' (datetime), 'partition_ids' (list of str)}."""
-    return ClientConnectionPool.of(options).call("get_eventhub_properties")
-
-
 def partition_properties(options: EventHubsOptions, partition_ids: Iterable[str]) -> dict[str, dict]:
     """get_partition_properties of each partition, asked at the same time."""
     pool = ClientConnectionPool.of(options)
@@ -152,11 +147,6 @@ def partition_properties(options: EventHubsOptions, partition_ids: Iterable[str]
         return {ids[0]: pool.call("get_partition_properties", ids[0])}
     futures = {p: _parallel().submit(pool.call, "get_partition_properties", p) for p in ids}
     return {p: f.result() for p, f in futures.items()}
-
-
-def partition_bounds(options: EventHubsOptions, partition_ids: Iterable[str]) -> dict[str, PartitionBounds]:
-    return {p: PartitionBounds.from_properties(props)
-            for p, props in partition_properties(options, partition_ids).items()}
 
 
 def hub_state(options: EventHubsOptions, known_ids: list[str] | None = None) -> tuple[dict, dict[str, dict]]:
