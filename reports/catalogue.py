@@ -30,6 +30,7 @@ FIGURES_BEGIN = "<!-- measured:begin (python -m harness.reports.catalogue docs/c
 FIGURES_END = "<!-- measured:end -->"
 MAX_CHARS = 170
 MINUTES = REPO / "docs" / "catalogue-measured.json"
+COMMAND = "harness bench verdicts --all"
 
 
 def first_sentence(description: str) -> str:
@@ -73,10 +74,15 @@ def _catalogue_runs(catalogues: list[Path]):
             yield Path(cat_path), r
 
 
+def _whole(x) -> int | None:
+    return None if x is None else round(x)
+
+
 def run_figures(cat_path: Path, run: dict) -> dict | None:
     """One catalogue run's row of the measured table, from its result.json (found beside the catalogue, as
     `harness bench verdicts` lays it out, so a moved catalogue still reads); None when its keeping up was not
-    judged (a query that must fail, a backfill) or the run left no result."""
+    judged (not required: a query that must fail, a backfill, faults that fill the traffic) or the run left no
+    result."""
     run_dir = cat_path.parent / run["scenario"] / f"{int(run.get('round') or 1):02d}"
     try:
         result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
@@ -84,13 +90,14 @@ def run_figures(cat_path: Path, run: dict) -> dict | None:
         return None
     sustain = result.get("sustain") or {}
     lag = sustain.get("lag") or {}
-    if not sustain.get("offered_eps") or lag.get("slope_eps") is None:
-        return None
     status = {c["name"]: c["status"] for c in result.get("checks") or []}
+    judged = status.get("sustained") in ("pass", "fail")
+    if not judged or not sustain.get("offered_eps") or lag.get("slope_eps") is None:
+        return None
     latency, startup = result.get("latency_ms") or {}, result.get("startup") or {}
     return {"verdict": result.get("verdict"), "sustained": status.get("sustained", "-"),
-            "offered_eps": round(sustain["offered_eps"]), "processed_eps": round(sustain["processed_eps"]),
-            "lag_slope_eps": round(lag["slope_eps"]), "lag_slope_2se_eps": round(2 * (lag.get("slope_se_eps") or 0)),
+            "offered_eps": _whole(sustain["offered_eps"]), "processed_eps": _whole(sustain.get("processed_eps")),
+            "lag_slope_eps": _whole(lag["slope_eps"]), "lag_slope_2se_eps": _whole(2 * (lag.get("slope_se_eps") or 0)),
             "batch_p50_ms": sustain.get("batch_p50_ms"), "warmup_s": (result.get("warmup") or {}).get("s"),
             "p50_ms": latency.get("p50"), "p99_ms": latency.get("p99"),
             "first_data_batch_s": startup.get("first_data_batch_from_run_start_s"),
@@ -112,7 +119,7 @@ def measured_minutes(catalogues: list[Path], path: Path = MINUTES) -> dict:
     data["minutes"] = dict(sorted({**data["minutes"], **{n: round(statistics.median(w), 1)
                                                          for n, w in walls.items()}}.items()))
     data["figures"] = dict(sorted({**data["figures"], **figures}.items()))
-    data["measured"] = (f"harness bench verdicts --all, one run at a time on the project's 2-core machine, "
+    data["measured"] = (f"{COMMAND}, one run at a time on the project's 2-core machine, "
                         f"{time.strftime('%Y-%m-%d', time.gmtime())}") if walls else data.get("measured")
     return data
 
@@ -128,6 +135,10 @@ def _n(x, digits: int = 0) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
+def _latency(f: dict) -> str:
+    return "-" if not f["p99_ms"] else f"{_n(f['p50_ms'])} / {_n(f['p99_ms'])}"
+
+
 def _percent(ratio) -> str:
     return "-" if ratio is None else f"{100 * ratio:.1f}%"
 
@@ -135,15 +146,17 @@ def _percent(ratio) -> str:
 def measured_table(data: dict | None = None) -> str:
     """docs/checks.md's table: a scenario whose keeping up was judged a row, its last catalogue run's figures."""
     data = data if data is not None else minutes()
-    lines = [f"Measured by `harness bench verdicts --all` ({data.get('measured') or 'never'}); one run a scenario, "
-             "its measured window (after the warm-up):", "",
+    measured = (data.get("measured") or "never measured").replace(COMMAND, f"`{COMMAND}`", 1)
+    lines = [f"Measured: {measured}. A row a scenario whose keeping up is judged, from its last catalogue run: the "
+             "figures of its measured window (after the warm-up); latency `-` for a query whose output rows are "
+             "aggregates (no event's latency to read).", "",
              "| scenario | verdict | sustained | offered / processed per s | lag slope per s (±2 SE) | batch p50 ms "
              "| warm-up s | p50 / p99 ms | first data batch after `harness run` | footprint |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, f in (data.get("figures") or {}).items():
         lines.append(f"| `{name}` | {f['verdict']} | {f['sustained']} | {_n(f['offered_eps'])} / "
                      f"{_n(f['processed_eps'])} | {f['lag_slope_eps']:+,} ± {f['lag_slope_2se_eps']:,} | "
-                     f"{_n(f['batch_p50_ms'])} | {_n(f['warmup_s'], 1)} | {_n(f['p50_ms'])} / {_n(f['p99_ms'])} | "
+                     f"{_n(f['batch_p50_ms'])} | {_n(f['warmup_s'], 1)} | {_latency(f)} | "
                      f"{_n(f['first_data_batch_s'], 1)} s | {_percent(f['footprint'])} |")
     return "\n".join(lines)
 

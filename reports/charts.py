@@ -43,7 +43,7 @@ def can_draw() -> bool:
 
 def missing_html() -> str:
     """The line a page carries where its figures would be when they cannot be drawn; nothing when they can."""
-    return "" if can_draw() else f'<p class="bad" id="no-figures">{html.escape(PLOTS_MISSING)}</p>'
+    return "" if can_draw() else f'<p class="bad" id="no-figures">{html.escape(PLOTS_MISSING, quote=False)}</p>'
 
 
 class Chart:

@@ -63,22 +63,23 @@ class Tasks(BaseModel):
 
 class Series(BaseModel):
     """series.json: what the reports draw over time, condensed once when the run is judged. A run whose series
-    could not be built has only `error`."""
+    could not be built has only `error`. (Every key may be absent, none is null: the file describes, the
+    reports read what is there.)"""
     model_config = ConfigDict(populate_by_name=True)
 
-    schema_version: int | None = Field(None, alias="schema", description="This file's layout version (SCHEMA).")
-    t0: float | None = Field(None, description="When the traffic started, epoch seconds: every time here is "
-                                               "seconds since it.")
-    warmup_s: float | None = Field(None, description="The warm-up, seconds since t0: figures before it are kept "
-                                                     "out of latency and throughput.")
-    produced: Produced | None = Field(None, description="The producers per second.")
-    delivered: Delivered | None = Field(None, description="Latency and visibility per second.")
-    percentiles: list[tuple[float, float]] | None = Field(
+    schema_version: int = Field(None, alias="schema", description="This file's layout version (SCHEMA).")
+    t0: float = Field(None, description="When the traffic started, epoch seconds: every time here is seconds "
+                                        "since it.")
+    warmup_s: float = Field(None, description="The warm-up, seconds since t0: figures before it are kept out of "
+                                              "latency and throughput.")
+    produced: Produced = Field(None, description="The producers per second.")
+    delivered: Delivered = Field(None, description="Latency and visibility per second.")
+    percentiles: list[tuple[float, float]] = Field(
         None, description="The measured window's latency distribution: [percentile, ms] at fixed levels.")
-    lag: LagMatrix | None = Field(None, description="Lag per partition over time.")
-    tasks: Tasks | None = Field(None, description="The scan tasks.")
-    error: str | None = Field(None, description="Why the series could not be built (the run's verdict does not "
-                                                "stand on them).")
+    lag: LagMatrix = Field(None, description="Lag per partition over time.")
+    tasks: Tasks = Field(None, description="The scan tasks.")
+    error: str = Field(None, description="Why the series could not be built (the run's verdict does not stand "
+                                         "on them).")
 
 
 def per_second_summary(per_second: dict) -> dict[str, list]:

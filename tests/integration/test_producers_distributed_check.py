@@ -94,10 +94,12 @@ def test_two_locust_workers_one_skewed_gathered_then_checked(tmp_path):
     assert 0 < result["latency_ms"]["p50"] < 120_000
     assert "offset +" in checked.stdout and "corrected" in checked.stdout
 
-    # without the correction (threshold above the skew): counted and reported, latency not judged
+    # without the correction (threshold above the skew): counted and reported, latency not judged, so the run
+    # cannot be judged (exit 3, never a pass and never blamed on the query)
     raw = harness("check", str(run_dir), "--skew-threshold-ms", "600000")
-    assert raw.returncode == 1, raw.stdout + raw.stderr
+    assert raw.returncode == 3, raw.stdout + raw.stderr
     result = json.loads((run_dir / "result.json").read_text())
+    assert result["verdict"] == "unjudged" and "negative latencies from" in result["unjudged_reason"]
     latency = next(c for c in result["checks"] if c["name"] == "latency_p99")
     assert not latency["ok"] and latency["detail"].startswith("not judged: negative latencies from")
     assert "was not corrected, threshold 600000 ms" in latency["detail"]
