@@ -8,6 +8,7 @@ a producer process.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -18,6 +19,31 @@ from hdrh.histogram import HdrHistogram
 from harness.history import ACK_COLUMNS  # noqa: F401  (the history's columns; kept importable from here)
 
 MAX_US = 120_000_000
+# librdkafka names its threads rdk:main, rdk:broker<id>, rdk:broker-1 ...: their CPU is the client library's own
+CLIENT_THREAD_PREFIX = "rdk:"
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def client_threads_cpu_s(prefix: str = CLIENT_THREAD_PREFIX, tasks: Path = Path("/proc/self/task")) -> float | None:
+    """CPU seconds so far of this process's threads whose name starts with `prefix` (Linux: each thread's utime +
+    stime from /proc/self/task/<tid>/stat); None where that cannot be read or no thread has such a name. A client
+    library's own threads spin where the harness's code does not (librdkafka's broker threads facing a broker that
+    does not answer), and the footprint names the part that was theirs."""
+    total, found = 0.0, False
+    try:
+        entries = list(tasks.iterdir())
+    except OSError:
+        return None
+    for task in entries:
+        try:
+            if not (task / "comm").read_text().startswith(prefix):
+                continue
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # a thread that ended meanwhile
+        total += (int(fields[11]) + int(fields[12])) / _TICKS
+        found = True
+    return round(total, 4) if found else None
 
 
 def new_histogram() -> HdrHistogram:
@@ -61,7 +87,8 @@ def value_at_percentile(hist: HdrHistogram, percentile: float) -> int:
 
 class SecondStats:
     """Per-second events due (handed out by the pacer) vs sent, acks, failures by error class, delivery latency in
-    microseconds, and the process's CPU time when the row was written (`cpu_s`, cumulative)."""
+    microseconds, and the process's CPU time when the row was written (`cpu_s`, cumulative; `client_cpu_s`, the
+    part of it the client library's own threads used, when it has any)."""
 
     def __init__(self, path: Path):
         self.f = open(path, "w", encoding="utf-8", buffering=1 << 16)
@@ -94,6 +121,9 @@ class SecondStats:
         row = {"t": self.second, "due": self.due, "sent": self.sent, "acked": self.acked,
                "failed": self.failed, "buffer_full": self.buffer_full, "errors": dict(self.errors),
                "cpu_s": round(time.process_time(), 4)}  # the process's CPU so far (all its threads): cost per event
+        client = client_threads_cpu_s()
+        if client is not None:
+            row["client_cpu_s"] = client  # of which the client library's own threads (librdkafka's), so far
         if self.latencies:
             d = new_histogram()
             record_many(d, np.concatenate(self.latencies))

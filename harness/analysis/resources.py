@@ -225,7 +225,7 @@ def run_footprint(run_dir: Path, start: float | None, end: float | None, client:
         return out
     out["producer_us_per_event"] = round(1e6 * producer_s / sent, 1)
     if client is None:
-        return out
+        return _client_threads(out, Path(run_dir), producer_s)
     us = floor.get("us_per_event") if floor else None
     if not isinstance(us, (int, float)) or us <= 0:
         return out | {"detail": out["detail"] + f"; the producers spent {out['producer_us_per_event']:,.0f} us of "
@@ -238,6 +238,47 @@ def run_footprint(run_dir: Path, start: float | None, end: float | None, client:
         f"; the producers spent {out['producer_us_per_event']:,.0f} us of CPU per event sent, a plain {client} "
         f"send loop {us:,.0f} us ({floor.get('by') or 'measured'}, {floor.get('measured_at') or 'date unknown'}): "
         f"those events sent that way would have taken {floor_ratio:.1%}, the floor this client sets")}
+
+
+SPIN_SHARE = 0.5  # the client's threads used at least this share of the producers' CPU: its own loop, not sending
+
+
+def _client_threads(out: dict, run_dir: Path, producer_s: float) -> dict:
+    """The part of the producers' CPU their client library's own threads used (stats rows' `client_cpu_s`,
+    librdkafka's threads), over the window the CPU was counted in; when the footprint is over its goal only because
+    of them, the detail says so: librdkafka's broker threads busy-loop while a broker does not answer (an idempotent
+    partition waiting for its in-flight requests to drain), which no code of the harness's can avoid. Over the
+    goal, the detail says what the harness's share would have been without them, and names the spin when they
+    used most of the producers' CPU (SPIN_SHARE)."""
+    used = _client_cpu_between(run_dir, out.get("covered_from_t"), out.get("covered_to_t"))
+    if used is None or not producer_s:
+        return out
+    used = min(used, producer_s)  # two clocks (the sampler's and the stats rows'): never more than the whole
+    own = out["harness_cpu_s"] - used
+    out["producer_client_cpu_s"] = round(used, 3)
+    detail = (f"; of the producers' {producer_s:,.1f} CPU s, librdkafka's own threads used {used:,.1f} "
+              f"({used / producer_s:.0%})")
+    if not out["ok"]:
+        detail += f": without them the harness would have used {own / out['sut_cpu_s']:.1%}"
+        if used >= SPIN_SHARE * producer_s:
+            detail += ("; librdkafka's broker threads spin while a broker does not answer (an idempotent partition "
+                       "waiting for its in-flight requests), taking that CPU from the system under test here")
+    return out | {"detail": out["detail"] + detail}
+
+
+def _client_cpu_between(run_dir: Path, start: float | None, end: float | None) -> float | None:
+    """CPU seconds the producers' client threads used between the stats rows inside [start, end] (each file's
+    cumulative `client_cpu_s`, last minus first); None when no row has it."""
+    if start is None or end is None:
+        return None
+    total, found = 0.0, False
+    for f in sorted((run_dir / "producers").glob("stats-*.jsonl")):
+        values = [r["client_cpu_s"] for r in read_jsonl(f) if isinstance(r.get("t"), (int, float))
+                  and start <= r["t"] <= end and isinstance(r.get("client_cpu_s"), (int, float))]
+        if len(values) >= 2:
+            total += values[-1] - values[0]
+            found = True
+    return total if found else None
 
 
 def _sent_between(run_dir: Path, start: float | None, end: float | None) -> int:

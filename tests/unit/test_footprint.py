@@ -128,3 +128,31 @@ def test_the_producers_cpu_per_event_and_a_client_floor_read_against_what_was_me
     assert f["client_floor"]["ratio"] == pytest.approx(0.025)
     assert ("a plain azure-eventhub send loop 80 us (harness bench eh-producers, 2026-11-28): those events sent "
             "that way would have taken 2.5%, the floor this client sets") in f["detail"]
+
+
+def test_the_part_librdkafkas_own_threads_used_is_named_and_when_it_alone_breaks_the_goal_said_so(tmp_path):
+    """broker-kill's producers took 75% of what they measured: librdkafka's broker threads spinning while a broker
+    did not answer. The stats rows carry those threads' CPU (`client_cpu_s`, cumulative); the footprint names it."""
+    spin = [{"t": t, "procs": [proc(1, "broker", 1.0 * k * 10), proc(2, "driver-jvm", 0.5 * k * 10),
+                               proc(3, "executor", 0.1 * k * 10), proc(4, "producer", 0.3 * k * 10),
+                               proc(5, "runner", 0.01 * k * 10)]} for k, t in enumerate((100.0, 110.0, 120.0))]
+    (tmp_path / "resources.jsonl").write_text("".join(json.dumps(s) + "\n" for s in spin))
+    (tmp_path / "producers").mkdir()
+    rows = [{"t": t, "sent": 100, "client_cpu_s": 0.25 * (t - 95)} for t in range(95, 125)]
+    (tmp_path / "producers" / "stats-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    f = run_footprint(tmp_path, 100.0, 120.0)
+    # 20 s: system under test 20 + 10 + 2 = 32 CPU s; harness: producer 6 + runner 0.2; librdkafka 20 x 0.25 = 5
+    assert f["sut_cpu_s"] == pytest.approx(32.0) and f["harness_cpu_s"] == pytest.approx(6.2)
+    assert not f["ok"] and f["producer_client_cpu_s"] == pytest.approx(5.0)
+    assert "of the producers' 6.0 CPU s, librdkafka's own threads used 5.0 (83%)" in f["detail"]
+    assert "without them the harness would have used 3.8%; librdkafka's broker threads spin" in f["detail"]  # 1.2/32
+    # a client that spun little: named, not offered as the reason
+    rows = [{"t": t, "sent": 100, "client_cpu_s": 0.01 * (t - 95)} for t in range(95, 125)]
+    (tmp_path / "producers" / "stats-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    f = run_footprint(tmp_path, 100.0, 120.0)
+    assert "librdkafka's own threads used 0.2 (3%): without them the harness would have used 18.8%" in f["detail"]
+    assert "spin" not in f["detail"]  # (6.2 - 0.2) / 32: the harness's own code was over the goal
+    # stats rows from before the client's threads were counted: nothing said
+    rows = [{"t": t, "sent": 100} for t in range(95, 125)]
+    (tmp_path / "producers" / "stats-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "librdkafka" not in run_footprint(tmp_path, 100.0, 120.0)["detail"]
