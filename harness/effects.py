@@ -1,5 +1,5 @@
 """What a fault declares it makes expected, as plain data: the contract between the faults that declare it and
-the checkers that judge against it (harness.checker, harness.verdict), recorded in faults.jsonl.
+the checkers that judge against it (harness.reconcile, harness.verdict), recorded in faults.jsonl.
 
 Exact loss ranges, the input ranges whose events may be written twice (an at-least-once sink's re-run batches),
 the Spark error class the query must fail with, whether the query is down for a while, whether producer sends may

@@ -3,7 +3,7 @@
 The definition is HdrHistogram's: a value in ms is taken to microseconds (rint), clipped to [1 us, 1 h] and
 recorded in HdrHistogram(1, 3_600_000_000, 3). Every value in one HdrHistogram bucket is equivalent (3 significant
 digits), so counting events per bucket (its lowest equivalent value) is the histogram: the checker counts the
-delivered events per bucket as it matches them (LatencyCounts; harness.checkstore.bucket_sql is the same bucket in
+delivered events per bucket as it matches them (LatencyCounts; harness.reconcile.store.bucket_sql is the same bucket in
 SQL), and the percentile walk below is HdrHistogram's (get_value_at_percentile, get_max_value), vectorised so
 per-second and per-window percentiles cost nothing.
 """
@@ -25,7 +25,7 @@ def _shift(values_us: np.ndarray) -> np.ndarray:
 
 
 def bucket_us(values_ms: np.ndarray) -> np.ndarray:
-    """Lowest equivalent microsecond value of each millisecond value (SQL: harness.checkstore.bucket_sql)."""
+    """Lowest equivalent microsecond value of each millisecond value (SQL: harness.reconcile.store.bucket_sql)."""
     us = np.clip(np.rint(np.asarray(values_ms, dtype=np.float64) * 1000.0), 1, 3_600_000_000).astype(np.int64)
     s = _shift(us)
     return (us >> s) << s

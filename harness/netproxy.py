@@ -463,7 +463,7 @@ def put_in_front(ctx) -> dict:
     """The proxy in front of the query's Kafka connections, once per run, whoever asks first (`backend.proxy`, a
     network fault): it starts before the brokers, whose QUERY listener advertises its ports, and the query
     bootstraps there. Returns what `ctx.netproxy` keeps (control address, ports, pid)."""
-    from harness.backends.kafka.embedded import free_port
+    from harness.loopback import free_port
 
     if ctx.netproxy:
         return ctx.netproxy

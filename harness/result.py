@@ -43,7 +43,7 @@ class CheckResult(BaseModel):
 
 
 class Counts(BaseModel):
-    """Every produced event accounted for (harness.checker)."""
+    """Every produced event accounted for (harness.reconcile)."""
     produced: int = Field(0, description='events the producers were asked to send (their sequence numbers)')
     acked: int = Field(0, description='events the broker acknowledged')
     delivered_unique: int = Field(0, description='acked events found in the sink at least once')

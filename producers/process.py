@@ -65,14 +65,14 @@ CONNECT_TIMEOUT_S = 5.0  # a prepared process's client connecting and fetching t
 
 
 def make_sender(job: dict, acks: AckWriter, stats: SecondStats) -> Sender:
-    """The backend's sender (producers.sender's contract; its `module:Class` comes with the job, from the
-    backend's spec)."""
-    from harness.backends import spec_for
-
+    """The backend's sender (harness.producers.sender's contract): its `module:Class` comes with the job, written
+    by the runner from the backend's spec, so the producers never look a backend up (a backend's sender imports
+    from here, never the other way)."""
     from harness.secrets import expand_all
 
-    # a job without a sender: the kind's default table's (a kind may choose its sender by its fields)
-    module, _, name = (job.get("sender") or spec_for(job["backend"]).model_construct().sender).partition(":")
+    if not job.get("sender"):
+        raise ValueError("the producer job names no sender (`sender`: module:Class, from the backend's spec)")
+    module, _, name = job["sender"].partition(":")
     job = dict(job, settings=expand_all(job.get("settings") or {}))  # secrets come as ${VAR} (harness.secrets)
     return getattr(importlib.import_module(module), name).from_job(job, acks, stats)
 

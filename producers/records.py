@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from harness.history import ACK_COLUMNS  # noqa: F401  (the history's columns; kept importable from here)
 
 MAX_US = 120_000_000
 # librdkafka names its threads rdk:main, rdk:broker<id>, rdk:broker-1 ...: their CPU is the client library's own

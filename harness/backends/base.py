@@ -63,6 +63,12 @@ class BackendSpec(BaseModel):
         """The backend for this table; `stream` is the scenario's [stream] (name, partitions, config)."""
         raise NotImplementedError
 
+    def setting_problems(self, scenario, spark_judged) -> list[str]:
+        """Every refused setting of the tables this backend's clients take (source options, stream and broker
+        configs, the producers' client), each naming its field, by harness.settings.check's rules;
+        `spark_judged(field, table, check)` runs a check that needs Spark's own names (skipped without PySpark)."""
+        return []
+
     def check_source_options(self, options: dict[str, Any]) -> None:
         """Raise ValueError naming the option when a Spark source option is not the connector's (values as the
         strings Spark gets)."""
@@ -115,7 +121,7 @@ class Backend(ABC):
 
     def record_positions(self, stream: str, out_dir: Path) -> int | None:
         """When sends report no position (Event Hubs): write where the service holds the harness's events
-        (placements/*.csv, harness.checker) and return how many; None when the producers' acks say it already."""
+        (placements/*.csv, harness.reconcile) and return how many; None when the producers' acks say it already."""
         return None
 
     def close_clients(self) -> None:

@@ -139,9 +139,9 @@ def _sink_batch(sink: Path, batch_id: int, lo: int, hi: int, rng) -> float:
 
 # --------------------------------------------------------------------------------------------- the engines
 def check_new(directory: str) -> dict:
-    """The checker as a run uses it (harness.checker.IncrementalChecker): history and sink files in, verdict and
+    """The checker as a run uses it (harness.reconcile.IncrementalChecker): history and sink files in, verdict and
     latency summary out."""
-    from harness.checker import IncrementalChecker
+    from harness.reconcile import IncrementalChecker
     from harness.history import ack_batches
 
     d = Path(directory)
@@ -176,7 +176,7 @@ def measure_live(steps: int) -> dict:
     counts checked against the truth (nothing lost, no duplicate; one step's events pending at every look)."""
     import pandas as pd
 
-    from harness.checker import Expectations, IncrementalChecker
+    from harness.reconcile import Expectations, IncrementalChecker
 
     rng = np.random.default_rng(7)
     n, seconds, total, sink = int(LIVE_EPS * LIVE_STEP_S), [], 0, None

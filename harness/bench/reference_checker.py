@@ -1,4 +1,4 @@
-# The pandas checker as it stood before the DuckDB engine (harness/checker.py at commit c30a62e), copied verbatim
+# The pandas checker as it stood before the DuckDB engine (harness/reconcile/__init__.py at commit c30a62e), copied verbatim
 # below: the reference the property tests (tests/unit/test_checker_engine.py) hold the engine to, and the baseline
 # `harness bench checker` measures the engine against. Nothing judges a run with it.
 """The checker: a pure function of the history (producers' ack logs), what the sink holds and what the faults
@@ -23,7 +23,6 @@ import pandas as pd
 from hdrh.histogram import HdrHistogram
 
 from harness.effects import LossRange
-from harness.history import load_acks  # noqa: F401  (the history's reader; callers import it from here)
 
 
 def _complete_rows(path: Path) -> io.StringIO | None:

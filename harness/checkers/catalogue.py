@@ -15,12 +15,12 @@ The order is the verdict's (harness.verdict.CHECKERS).
 from __future__ import annotations
 
 from harness.config import Scenario
+from harness.faults import FAULTS
 from harness.queries import resolve
 from harness.spark.state_reader import wants_state
 
 EVENT_CHECKS = ("no_loss", "no_duplicates", "offsets_match", "no_unacked_deliveries")
 SEND_CHECKS = ("acked", "sends_resolved", "no_skipped_sends", "produce_rate")
-QUERY_DOWN_FAULTS = {"driver_kill", "checkpoint_tamper"}  # faults whose injection takes the query down
 # Checks of speed and time: what a machine busy with other work changes without anything being wrong with the
 # system under test (harness.checkers.busy sets them aside then; every other check is about correctness and is
 # judged as always). Keeping up and its room (`sustained`, `headroom`), the latency limit (and a soak's live one,
@@ -56,7 +56,7 @@ def check_names(scenario: Scenario) -> list[str]:
     kinds = {f.kind for f in scenario.faults}
     if kinds:
         names.append("faults_applied")
-    if kinds & QUERY_DOWN_FAULTS:
+    if any(FAULTS[kind].takes_query_down for kind in kinds):
         names.append("query_recovered")
     cap = (getattr(scenario.backend, "batch_cap_option", None) or "").lower()  # a backend may have no cap option
     if cap and scenario.spark.trigger.kind != "once" and any(k.lower() == cap for k in scenario.spark.source_options):

@@ -6,7 +6,7 @@ checkers that feed them from the run's view.
 from __future__ import annotations
 
 from harness.check import Check
-from harness.checker import Reconciliation
+from harness.reconcile import Reconciliation
 from harness.checkers.view import RunView
 
 

@@ -1,5 +1,5 @@
 """The run as the checkers see it: read once from the run directory and the run's state, the history reconciled
-with the sink (harness.checker), every figure a checker judges computed. A checker never reads a file itself.
+with the sink (harness.reconcile), every figure a checker judges computed. A checker never reads a file itself.
 
 Whatever cannot be read raises `Unjudgeable`, naming what was being read; the judge turns it into an unjudged
 result that keeps what was computed before.
@@ -18,7 +18,7 @@ from harness.analysis.performance import Performance, performance
 from harness.analysis.progress import epoch_s
 from harness.analysis.resources import load as load_resources, summarize as summarize_resources
 from harness.analysis.source_tasks import read_tasks, source_summary
-from harness.checker import Expectations, IncrementalChecker, Reconciliation
+from harness.reconcile import Expectations, IncrementalChecker, Reconciliation
 from harness.config import Scenario
 from harness.durations import spark_interval_ms
 from harness.effects import FAULT_PRODUCER_BASE, Effect

@@ -89,7 +89,7 @@ class AddPartitions(Fault):
         from confluent_kafka import Producer
 
         from harness.backends.kafka.admin import CLIENT_LOG
-        from harness.backends.kafka.security import expand_all
+        from harness.secrets import expand_all
         from harness.history import AckWriter
         from harness.producers.event import encode
 

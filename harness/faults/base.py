@@ -108,10 +108,13 @@ class Fault:
     eventhubs_control: ClassVar[dict[str, str]] = {}
     # what the backend must offer (harness.backends.capabilities): refused at load otherwise, in its own words
     capabilities: ClassVar[tuple[type[Capability], ...]] = ()
+    # its injection takes the query down for a while (Effect.query_down, set by `inject`): a run is then judged on
+    # the restarted query's first batch (`query_recovered`), known before the run from this declaration
+    takes_query_down: ClassVar[bool] = False
 
     def __init__(self, options: FaultOptions):
         self.options = options
-        self.effect = Effect()
+        self.effect = Effect(query_down=self.takes_query_down)
 
     @classmethod
     def prepare(cls, ctx: RunHandle, options: list[FaultOptions]) -> None:

@@ -49,6 +49,7 @@ class CheckpointTamper(Fault):
     kind = "checkpoint_tamper"
     Options = CheckpointTamperOptions
     requires = "a query running during the traffic"
+    takes_query_down = True
     settle_timeout_s = 60.0  # how long to wait for a moment between batches
 
     def check(self, scenario) -> str | None:
@@ -58,7 +59,6 @@ class CheckpointTamper(Fault):
         return needs_running_query(scenario)
 
     def inject(self, ctx) -> dict:
-        self.effect.query_down = True
         wait_running(ctx, ctx.scenario.spark.start_timeout_s)
         detail: dict = {"mode": self.options.mode}
 

@@ -203,6 +203,7 @@ class DriverKill(Fault):
     kind = "driver_kill"
     Options = DriverKillOptions
     requires = "a query running during the traffic"
+    takes_query_down = True
 
     def check(self, scenario) -> str | None:
         return needs_running_query(scenario)
@@ -224,7 +225,6 @@ class DriverKill(Fault):
         return ctx.query.kill(then=after)
 
     def inject(self, ctx) -> dict:
-        self.effect.query_down = True
         if self.options.after_sink_write and ctx.scenario.spark.sink == "kafka":
             return self._kill_after_kafka_write(ctx)
         if self.options.after_sink_write:

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness.backends.kafka.security import expand_all
+from harness.secrets import expand_all
 from harness.faults import register
 from harness.backends.capabilities import TopicAdmin
 from harness.faults.base import Fault, FaultError, FaultOptions, partitions_problem

@@ -34,13 +34,6 @@ from harness.settings.catalogue import CatalogueError, kafka_names, spark_missin
 from harness.settings.values import kafka_value_problem, spark_value_problem
 from harness.suggest import did_you_mean, quote
 
-# What harness.backends.eventhubs.sender reads from the producers' settings that a scenario may give (the
-# connection string and send mode come from [backend]): name -> the smallest value it takes.
-EVENTHUBS_PRODUCER_SETTINGS = {"retry_total": 0, "max_batch_events": 1}
-# ... and, through the Kafka endpoint, the librdkafka settings the harness derives from [backend]
-# (harness.backends.eventhubs.kafka_endpoint: the same names)
-EVENTHUBS_KAFKA_PRODUCER_SET = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms",
-                                "sasl.username", "sasl.password", "ssl.ca.location")
 # Java client configs Kafka takes under a prefix: config providers (`config.providers.<name>.class`, `.param.`)
 JAVA_PREFIXES = ("config.providers.",)
 # broker configs per listener: `listener.name.<listener>.<config>` (and `.<mechanism>.sasl.jaas.config`)
@@ -189,23 +182,22 @@ def _librdkafka_suggestion(key: str) -> str:
     return did_you_mean(key, [c for c in candidates if knows(c)])
 
 
-def eventhubs_producer_problems(client: Mapping[str, Any]) -> list[str]:
+def min_int_problems(field: str, what: str, client: Mapping[str, Any], allowed: Mapping[str, int]) -> list[str]:
+    """A client's own settings when it takes only integers with a floor (`allowed`: name -> the smallest value)."""
     problems = []
     for key, value in client.items():
-        if key not in EVENTHUBS_PRODUCER_SETTINGS:
-            allowed = ", ".join(EVENTHUBS_PRODUCER_SETTINGS)
-            problems.append(_unknown("producers.client", "Event Hubs sender setting", key,
-                                     EVENTHUBS_PRODUCER_SETTINGS, f"; allowed: {allowed}"))
-        elif isinstance(value, bool) or not isinstance(value, int) or value < EVENTHUBS_PRODUCER_SETTINGS[key]:
-            problems.append(f"producers.client.{key}: an integer of at least {EVENTHUBS_PRODUCER_SETTINGS[key]}, "
-                            f"got {quote(value)}")
+        if key not in allowed:
+            problems.append(_unknown(field, what, key, allowed, f"; allowed: {', '.join(allowed)}"))
+        elif isinstance(value, bool) or not isinstance(value, int) or value < allowed[key]:
+            problems.append(f"{field}.{key}: an integer of at least {allowed[key]}, got {quote(value)}")
     return problems
 
 
 def problems(scenario: Any, skipped: list[str] | None = None) -> list[str]:
     """Every refused setting of a validated scenario, each naming its field (a scenario's structure is read by
-    attribute: this module does not import harness.config, which calls it). Without PySpark, Spark's names cannot
-    be read: the tables that need them are left unchecked and named in `skipped`."""
+    attribute: this module does not import harness.config, which calls it): Spark's own here, its clients' by
+    the backend's spec (`BackendSpec.setting_problems`, with the checks of this module). Without PySpark, Spark's
+    names cannot be read: the tables that need them are left unchecked and named in `skipped`."""
     skipped = [] if skipped is None else skipped
     no_spark = spark_missing()
 
@@ -219,24 +211,8 @@ def problems(scenario: Any, skipped: list[str] | None = None) -> list[str]:
 
     found = allow_problems(scenario.spark.conf_allow) or spark_judged(
         "spark.conf", scenario.spark.conf, spark_conf_problems, scenario.spark.conf_allow)
-    kind = scenario.backend.kind
-    if kind == "kafka":
-        found += spark_judged("spark.source_options", scenario.spark.source_options, consumer_option_problems)
-        found += producer_option_problems(getattr(scenario.spark, "sink_options", {}))
-        found += topic_config_problems(scenario.stream.config)
-        found += broker_config_problems(scenario.backend.broker)
-        found += librdkafka_problems("producers.client", scenario.producers.client)
-        found += librdkafka_problems("backend.client", scenario.backend.client, env_suffix=True)
-    elif kind == "eventhubs" and getattr(scenario.backend, "protocol", "amqp") == "kafka":
-        # through the Kafka endpoint: Spark's Kafka source and librdkafka producers, judged as on Kafka
-        found += spark_judged("spark.source_options", scenario.spark.source_options, consumer_option_problems)
-        found += [f"producers.client.{k}: set by the harness from [backend] (protocol = 'kafka': the endpoint, "
-                  "SASL PLAIN with $ConnectionString and the connection string, the emulator's CA)"
-                  for k in scenario.producers.client if k in EVENTHUBS_KAFKA_PRODUCER_SET]
-        found += librdkafka_problems("producers.client", scenario.producers.client)
-    elif kind == "eventhubs":
-        found += eventhubs_producer_problems(scenario.producers.client)
-    return found
+    # the backend knows which clients take which settings (harness.backends: no kind is named outside it)
+    return found + scenario.backend.setting_problems(scenario, spark_judged)
 
 
 def check_setting_names(scenario: Any) -> str | None:

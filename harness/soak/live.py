@@ -1,7 +1,7 @@
 """Checks evaluated while a soak runs, so a night that has already failed says so at once (and can stop).
 
 Every `check_every_s` the live checker hands what is new to the run's one reconciliation engine
-(harness.checker.IncrementalChecker, the same rules as the final verdict): ack batches appended to the producers'
+(harness.reconcile.IncrementalChecker, the same rules as the final verdict): ack batches appended to the producers'
 history and the sink's newly committed batches; the engine keeps the state in DuckDB and reconciles only what is
 pending or new, so each evaluation costs what arrived since the last one, not the history. Its own state is only
 the last window's commit and ack times.
@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.check import Check
-from harness.checker import Expectations, IncrementalChecker, Reconciliation
+from harness.reconcile import Expectations, IncrementalChecker, Reconciliation
 from harness.config import Scenario
 from harness.effects import Effect
 from harness.faults.nemesis import recorded_faults

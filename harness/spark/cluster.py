@@ -18,18 +18,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.loopback import HOST, free_port
 from harness.supervisor import Child, Supervisor, wait_until
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR_MAIN = "CoarseGrainedExecutorBackend"
-HOST = "127.0.0.1"
 DAEMON_MEMORY = "256m"  # the master's and the workers' own heap (Spark's default is 1g each)
 # no REST submission server (port 6066 by default, which a second run would find taken): drivers connect over RPC
 MASTER_OPTS = "-Dspark.master.rest.enabled=false"
@@ -40,12 +39,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def master_command(home: Path, port: int, webui_port: int) -> list[str]:

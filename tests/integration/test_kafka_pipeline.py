@@ -11,6 +11,9 @@ from harness.partitioning import kafka_partition_for_key
 from harness.queries import resolve
 from harness.spark.events import from_kafka
 from harness.producers.fleet import ProducerFleet
+from harness.backends.kafka.spec import KafkaSpec
+
+KAFKA_SENDER = KafkaSpec.model_construct().sender  # the runner writes the backend's sender into the job
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +26,8 @@ def produced(kafka, supervisor, tmp_path_factory):
     out = tmp_path_factory.mktemp("producers")
     # a 10 s backlog cap: a process starting on a loaded machine sends late rather than skipping (this test is
     # about the schedule being sent exactly; skipping has its own check in every run)
-    job = {"backend": "kafka", "stream": topic, "partitions": 3, "settings": kafka.producer_settings(),
+    job = {"backend": "kafka", "sender": KAFKA_SENDER, "stream": topic, "partitions": 3,
+           "settings": kafka.producer_settings(),
            "processes": 2, "users": 2, "batch_size": 100, "duration_s": 3.0, "max_backlog_s": 10.0, "seed": 7,
            "rate": {"kind": "constant", "eps": 2000}, "keys": {"kind": "uniform", "count": 50},
            "payload": {"size": {"kind": "fixed", "bytes": 128}}}

@@ -13,6 +13,9 @@ import pytest
 import pyarrow as pa
 
 from harness import clocks
+from harness.backends.kafka.spec import KafkaSpec
+
+KAFKA_SENDER = KafkaSpec.model_construct().sender  # the runner writes the backend's sender into the job
 
 pytestmark = pytest.mark.integration
 LOCUSTFILE = str(Path(__file__).resolve().parents[2] / "producers" / "locustfile.py")
@@ -28,7 +31,8 @@ def test_master_and_two_workers_produce_the_schedule(kafka, tmp_path):
     topic = f"t-{uuid.uuid4().hex[:8]}"
     kafka.create_stream(topic, 4, {})
     out = tmp_path / "producers"
-    job = {"backend": "kafka", "stream": topic, "partitions": 4, "settings": kafka.producer_settings(),
+    job = {"backend": "kafka", "sender": KAFKA_SENDER, "stream": topic, "partitions": 4,
+           "settings": kafka.producer_settings(),
            "processes": 2, "users": 2, "batch_size": 100, "duration_s": 4.0, "max_backlog_s": 10.0, "seed": 3,
            "rate": {"kind": "constant", "eps": 1000}, "keys": {"kind": "uniform", "count": 100},
            "payload": {"size": {"kind": "fixed", "bytes": 100}}, "out_dir": str(out)}

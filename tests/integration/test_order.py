@@ -15,9 +15,12 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from harness.backends.kafka.admin import client_config
-from harness.checker import reconcile
+from harness.reconcile import reconcile
 from harness.history import load_acks
 from harness.producers.fleet import ProducerFleet
+from harness.backends.kafka.spec import KafkaSpec
+
+KAFKA_SENDER = KafkaSpec.model_construct().sender  # the runner writes the backend's sender into the job
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +59,7 @@ def test_users_yielding_on_a_full_buffer_keep_sequence_order(kafka, supervisor, 
     kafka.create_stream(topic, PARTITIONS, {})
     out = tmp_path / "producers"
     settings = dict(kafka.producer_settings(), **{"queue.buffering.max.messages": 20, "linger.ms": 2})
-    job = {"backend": "kafka", "stream": topic, "partitions": PARTITIONS, "settings": settings,
+    job = {"backend": "kafka", "sender": KAFKA_SENDER, "stream": topic, "partitions": PARTITIONS, "settings": settings,
            "processes": 1, "users": 6, "batch_size": 50, "duration_s": 4.0, "max_backlog_s": 30.0, "seed": 3,
            # every half second a burst of 100 events falls due at once: a batch of 50 handed over without a poll
            # between its sends outgrows the 20-message queue (librdkafka counts a message until its delivery report

@@ -13,6 +13,9 @@ from harness.supervisor import Supervisor
 from harness.producers.fleet import ProducerFleet
 from harness.reports.resources import resources_markdown
 from harness.analysis.resources import summarize
+from harness.backends.kafka.spec import KafkaSpec
+
+KAFKA_SENDER = KafkaSpec.model_construct().sender  # the runner writes the backend's sender into the job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # make test keeps its budget: the steady run's report and the soak test see the sampler's broker too
 
@@ -27,7 +30,8 @@ def test_the_sampler_sees_the_broker_and_the_producers_with_their_roles(tmp_path
             broker.start(tmp_path, sup)
             broker.create_stream("events", 3, {})
             broker_pid = broker.nodes[0].child.pid
-            job = {"backend": "kafka", "stream": "events", "partitions": 3, "settings": broker.producer_settings(),
+            job = {"backend": "kafka", "sender": KAFKA_SENDER, "stream": "events", "partitions": 3,
+                   "settings": broker.producer_settings(),
                    "processes": 2, "users": 2, "batch_size": 100, "duration_s": 6.0, "max_backlog_s": 10.0,
                    "seed": 3, "rate": {"kind": "constant", "eps": 2000}, "keys": {"kind": "uniform", "count": 50},
                    "payload": {"size": {"kind": "fixed", "bytes": 256}}}

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.checker import Expectations, reconcile
+from harness.reconcile import Expectations, reconcile
 from harness.checkers.events import event_checks as evaluate
 from harness.histsummary import Hist
 from harness.config import ChecksSpec

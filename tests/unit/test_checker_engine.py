@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from harness.bench import reference_checker as ref
 from reference_windows import latency_windows
-from harness.checker import Expectations, IncrementalChecker, reconcile
+from harness.reconcile import Expectations, IncrementalChecker, reconcile
 from harness.placements import apply_placements
-from harness.checkstore import bucket_sql
+from harness.reconcile.store import bucket_sql
 from harness.effects import LossRange
 from harness.histsummary import Hist, bucket_us
 from harness.history import ACK_SCHEMA, ack_batches, load_acks
@@ -311,9 +311,9 @@ def test_a_duplicate_committed_earlier_becomes_the_first_delivery():
 def test_key_ranges_of_a_few_rows_give_the_same_verdicts(monkeypatch, history, data):
     """Large histories are joined, grouped and re-sorted a key range (and a partition) at a time: with ranges
     of two rows every path through the ranges is taken."""
-    import harness.checkstore
+    import harness.reconcile.store
 
-    monkeypatch.setattr(harness.checkstore, "RANGE_ROWS", 2)
+    monkeypatch.setattr(harness.reconcile.store, "RANGE_ROWS", 2)
     test_incremental_reconciles_give_the_reference_verdict_at_every_step.hypothesis.inner_test(history, data)
 
 
@@ -324,10 +324,10 @@ def test_a_bulk_pass_over_many_runs_and_ranges_gives_the_reference_verdict(monke
     """The first reconcile is one pass over sorted runs on disk, a few key ranges at a time on two threads: with
     runs of four rows, ranges of three and the acks in any order (producers' files interleaved), every path
     through runs, ranges, order tails across ranges and re-sorted groups is taken."""
-    import harness.checkstore
+    import harness.reconcile.store
 
-    monkeypatch.setattr(harness.checkstore, "CHUNK_ROWS", 4)
-    monkeypatch.setattr(harness.checkstore, "RANGE_ROWS", 3)
+    monkeypatch.setattr(harness.reconcile.store, "CHUNK_ROWS", 4)
+    monkeypatch.setattr(harness.reconcile.store, "RANGE_ROWS", 3)
     acks, per_batch, commits, placements, expected, measured_from = history
     acks = [acks[i] for i in data.draw(st.permutations(range(len(acks))))]
     a, s = frames(acks, per_batch, commits)
@@ -350,10 +350,10 @@ def test_a_bulk_pass_counts_order_within_and_across_its_ranges(monkeypatch, chun
     producer 1's seq 4 at an offset below seq 3's and its seq 6 delivered again earlier by a clock step at offset
     99 (the earlier commit counts: misplaced, and out of order), producer 0's seq 5 delivered twice in one batch (the
     first row counts: in place); two producers' histories interleaved."""
-    import harness.checkstore
+    import harness.reconcile.store
 
-    monkeypatch.setattr(harness.checkstore, "CHUNK_ROWS", chunk_rows)
-    monkeypatch.setattr(harness.checkstore, "RANGE_ROWS", range_rows)
+    monkeypatch.setattr(harness.reconcile.store, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(harness.reconcile.store, "RANGE_ROWS", range_rows)
     a = pd.DataFrame([[p, s, 0, 10 * p + s, 1000.0 + s, 1001.0 + s, 1002.0 + s, ""] for s in range(8) for p in (0, 1)],
                      columns=ACK_COLS).astype({"error": "string"})
     rows = [[p, s, 0, 10 * p + s, 1000.0 + s] for p in (0, 1) for s in range(8)]

@@ -203,11 +203,11 @@ def test_the_backend_hands_producers_and_spark_the_kafka_path(monkeypatch):
 
 def test_producer_settings_the_harness_derives_are_refused_in_producers_client(tmp_path):
     from harness.backends.eventhubs.kafka_endpoint import kafka_producer_settings
-    from harness.settings.check import EVENTHUBS_KAFKA_PRODUCER_SET
+    from harness.backends.eventhubs.kafka_endpoint import PRODUCER_SET_BY_HARNESS
 
     env: dict[str, str] = {}
     derived = kafka_producer_settings(CONN, ke.KafkaEndpoint("h", 1, "/ca.pem"), env)
-    assert set(derived) <= set(EVENTHUBS_KAFKA_PRODUCER_SET)  # every one the harness sets is guarded
+    assert set(derived) <= set(PRODUCER_SET_BY_HARNESS)  # every one the harness sets is guarded
     path = scenario_file(tmp_path, 'protocol = "kafka"', '[producers.client]\n"sasl.password" = "x"\n')
     with pytest.raises(ConfigError) as err:
         load_scenario(path)

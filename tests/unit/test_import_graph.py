@@ -1,6 +1,6 @@
 """The project's imports run one way: no circle among its modules (imports inside functions and under
 TYPE_CHECKING count: they hide a circle from Python, not from a reader), and no module imports from a layer above
-its own. The layers are the README's Layout section, bottom first; a new module must be placed in one."""
+its own. The layers are docs/architecture.md's Layout table, bottom first; a new module must be placed in one."""
 import ast
 from collections import defaultdict
 from pathlib import Path
@@ -12,11 +12,10 @@ PACKAGES = {"harness": "harness", "producers": "harness.producers", "reports": "
 # bottom first: a module may import from its own layer and the ones before it
 LAYERS = [
     ("foundations", ["harness", "harness.atomic", "harness.jsonl", "harness.errors", "harness.paths",
-                     "harness.console", "harness.supervisor", "harness.timeline", "harness.partitioning",
-                     "harness.history", "harness.histsummary", "harness.sink", "harness.clocks", "harness.effects",
+                     "harness.console", "harness.loopback", "harness.supervisor", "harness.timeline",
+                     "harness.partitioning", "harness.history", "harness.histsummary", "harness.sink", "harness.clocks", "harness.effects",
                      "harness.placements", "harness.jvm", "harness.check", "harness.result", "harness.runstate",
-                     "harness.lag_sampler", "harness.resources", "harness.checkbulk", "harness.checkstore",
-                     "harness.checker"]),
+                     "harness.lag_sampler", "harness.resources", "harness.reconcile"]),
     ("parts", ["harness.producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",
                "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.kafkaout"]),
     ("scenario model", ["harness.config"]),

@@ -197,7 +197,7 @@ def test_a_four_parameter_oracle_gets_the_final_watermark(tmp_path):
 def test_the_verdict_reads_an_own_sink_through_its_reader_and_hands_the_checker_its_rows(tmp_path):
     from types import SimpleNamespace
 
-    from harness.checker import IncrementalChecker
+    from harness.reconcile import IncrementalChecker
     from harness.checkers.view import read_own_sink as _read_own_sink
 
     (tmp_path / "sink").mkdir()

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from harness import secrets
 from harness.backends.kafka import security as sec
 from harness.backends.kafka.authz import refusals
 from harness.backends.kafka.spec import KafkaSpec
@@ -70,7 +71,7 @@ def test_spark_options_are_the_java_names_with_a_jaas_line_and_the_secret_as_a_r
         "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
                                   'username="app" password="${' + var + '}";',
     }
-    assert sec.expand(opts["kafka.sasl.jaas.config"], env).endswith('password="s3cret";')
+    assert secrets.expand(opts["kafka.sasl.jaas.config"], env).endswith('password="s3cret";')
 
 
 def test_scram_jaas_line_quotes_and_a_user_reference_is_kept():
@@ -101,7 +102,7 @@ def test_backend_hands_out_references_and_keeps_values_for_its_own_clients():
     settings = backend.producer_settings()
     assert "s3cret" not in json.dumps(settings)  # what job.json gets
     assert settings["sasl.password"].startswith("${HARNESS_SECRET_") and settings["bootstrap.servers"] == "h:9092"
-    assert sec.expand_all(settings)["sasl.password"] == "s3cret"  # what the producer process does
+    assert secrets.expand_all(settings)["sasl.password"] == "s3cret"  # what the producer process does
     assert backend.client_security()["sasl.password"] == "s3cret"
     source = backend.spark_source("events", {"startingOffsets": "earliest"})
     assert "s3cret" not in json.dumps(source.as_job())

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import kafkaout, sinks
-from harness.checker import Expectations, IncrementalChecker, reconcile
+from harness.reconcile import Expectations, IncrementalChecker, reconcile
 from harness.checkers.events import delivery_checks
 from harness.config import ChecksSpec, ConfigError, load_scenario
 from harness.paths import SCENARIOS_DIR as SCENARIOS

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
-from harness.checker import reconcile
+from harness.reconcile import reconcile
 from harness.histsummary import Hist
 from harness.analysis.series import (lag_matrix, per_second_summary, percentile_curve_summary, produced_per_second, task_rows)
 

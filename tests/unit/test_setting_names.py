@@ -11,7 +11,7 @@ from confluent_kafka import KafkaException, Producer
 
 from harness.config import ConfigError, load_scenario
 from harness.settings import catalogue, librdkafka
-from harness.settings.check import EVENTHUBS_PRODUCER_SETTINGS
+from harness.backends.eventhubs.spec import PRODUCER_SETTINGS as EVENTHUBS_PRODUCER_SETTINGS
 
 MINIMAL = """
 name = "t"

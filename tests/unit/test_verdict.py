@@ -15,7 +15,7 @@ import pytest
 from harness.config import Scenario
 from harness.result import SCHEMA_VERSION, RunResult
 from harness.verdict import judge
-from harness.producers.records import ACK_COLUMNS
+from harness.history import ACK_COLUMNS
 
 STREAM = "events"
 T0 = 1_700_000_000.0  # traffic start (epoch s)

@@ -31,6 +31,9 @@ SERVICE_PORT = 9093  # the namespace's Kafka endpoint (SASL_SSL)
 TUTORIAL_SOURCE_OPTIONS = {"kafka.request.timeout.ms": "60000", "kafka.session.timeout.ms": "30000"}
 # Spark source options the harness derives here; a scenario giving one is refused (they would point the query
 # elsewhere, or sign it in otherwise, than the producers and the checker)
+# ... and the producers' librdkafka settings it derives (kafka_producer_settings): refused in producers.client
+PRODUCER_SET_BY_HARNESS = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms",
+                           "sasl.username", "sasl.password", "ssl.ca.location")
 SET_BY_HARNESS = ("kafka.bootstrap.servers", "kafka.security.protocol", "kafka.sasl.mechanism",
                   "kafka.sasl.jaas.config", "kafka.ssl.truststore.type", "kafka.ssl.truststore.location",
                   "kafka.ssl.truststore.certificates", "subscribe", "subscribePattern", "assign")

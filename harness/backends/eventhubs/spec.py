@@ -15,10 +15,16 @@ from pydantic import Field, model_validator
 
 from harness.backends.base import Backend, BackendSpec
 from harness.backends.capabilities import Capability, EmulatorControl, EpochReceivers
+from harness.backends.eventhubs.kafka_endpoint import PRODUCER_SET_BY_HARNESS
 from harness.backends.eventhubs.kafka_endpoint import SET_BY_HARNESS as KAFKA_SET_BY_HARNESS
 from harness.backends.kafka.spec import KafkaSpec
 from harness.emulator.config import check_hub_settings
+from harness.settings import check as rules
 from harness.suggest import did_you_mean
+
+# What harness.backends.eventhubs.sender reads from the producers' settings that a scenario may give (the
+# connection string and send mode come from [backend]): name -> the smallest value it takes.
+PRODUCER_SETTINGS = {"retry_total": 0, "max_batch_events": 1}
 
 # `[stream.config]` keys the emulator applies to the hub (its Config.json entity keys)
 HUB_CONFIG_KEYS = ("MessageRetentionInHours", "RetentionSeconds", "MaxEventsPerPartition", "MaxBytesPerPartition")
@@ -169,6 +175,18 @@ class EventHubsSpec(BackendSpec):
                                          observer_group=self.observer_consumer_group)
         backend.use_protocol(self.protocol)
         return backend
+
+    def setting_problems(self, scenario, spark_judged) -> list[str]:
+        """AMQP: the Event Hubs sender's own settings. Kafka: Spark's Kafka source options and librdkafka's
+        producer settings, judged as on Kafka, except those the harness derives from [backend]."""
+        client = scenario.producers.client
+        if self.protocol != "kafka":
+            return rules.min_int_problems("producers.client", "Event Hubs sender setting", client, PRODUCER_SETTINGS)
+        return (spark_judged("spark.source_options", scenario.spark.source_options, rules.consumer_option_problems)
+                + [f"producers.client.{k}: set by the harness from [backend] (protocol = 'kafka': the endpoint, "
+                   "SASL PLAIN with $ConnectionString and the connection string, the emulator's CA)"
+                   for k in client if k in PRODUCER_SET_BY_HARNESS]
+                + rules.librdkafka_problems("producers.client", client))
 
     def check_source_options(self, options: dict[str, Any]) -> None:
         """AMQP: the source's own parser judges names and values; the connection string is the harness's to give.

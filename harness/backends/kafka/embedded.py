@@ -20,7 +20,6 @@ import base64
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ import harness.backends.kafka.security as sec
 import harness.backends.kafka.storage as storage
 from harness.jvm import cds
 from harness.jvm.artifacts import resolve
+from harness.loopback import free_port
 from harness.supervisor import Child, Supervisor
 
 LOG4J2 = """\
@@ -68,12 +68,6 @@ SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_ITERATIONS = 8192  # Kafka's default is 4096 (its minimum); librdkafka and Java clients take either
 
 WORKLOAD_ACLS = {"TOPIC": ("READ", "WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS"), "GROUP": ("READ",)}
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

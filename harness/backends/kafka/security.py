@@ -20,7 +20,7 @@ import os
 from typing import Any, Mapping
 
 from harness import secrets
-from harness.secrets import ENV_SUFFIX, REDACTED, REF, expand, expand_all  # noqa: F401 - this module's public names
+from harness.secrets import ENV_SUFFIX, REF, expand
 
 SECRETS = {"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
            "sasl.oauthbearer.client.secret"}

@@ -21,7 +21,7 @@ import gevent.monkey
 import numpy as np
 from confluent_kafka import Message, Producer
 
-from harness.backends.kafka.security import expand_all
+from harness.secrets import expand_all
 from harness.history import AckWriter
 from harness.producers.payloads import read_event_ids
 from harness.producers.records import SecondStats

@@ -13,6 +13,7 @@ from harness.backends.capabilities import BrokerProcesses, Capability, ProxiedLi
 import harness.backends.kafka.security as sec
 from harness.durations import spark_time_string_ms
 from harness.jvm.artifacts import SPARK_KAFKA
+from harness.settings import check as rules
 from harness.suggest import did_you_mean, quote
 
 Scalar = Union[str, int, float, bool]
@@ -276,6 +277,16 @@ class KafkaSpec(BackendSpec):
             backend = ContainerKafka()
         backend.set_client(self.client_settings())
         return backend
+
+    def setting_problems(self, scenario, spark_judged) -> list[str]:
+        """Spark's Kafka source and sink options, the topic's and the brokers' configs (Kafka's own names), and
+        librdkafka's settings of the producers and of the harness's own clients."""
+        return (spark_judged("spark.source_options", scenario.spark.source_options, rules.consumer_option_problems)
+                + rules.producer_option_problems(getattr(scenario.spark, "sink_options", {}))
+                + rules.topic_config_problems(scenario.stream.config)
+                + rules.broker_config_problems(self.broker)
+                + rules.librdkafka_problems("producers.client", scenario.producers.client)
+                + rules.librdkafka_problems("backend.client", self.client, env_suffix=True))
 
     def check_source_options(self, options: dict[str, Any]) -> None:
         """Names and values as Spark's Kafka source reads them: every option it knows has a type here, so

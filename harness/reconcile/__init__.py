@@ -1,4 +1,4 @@
-"""The checker: a pure function of the history (producers' ack logs), what the sink holds and what the faults
+"""The reconciler: a pure function of the history (producers' ack logs), what the sink holds and what the faults
 declared.
 
 Every event handed to a producer client is accounted for: acked or failed; every acked event is delivered
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from harness.checkstore import CheckStore
+from harness.reconcile.store import CheckStore
 from harness.effects import DupRange, LossRange
 from harness.histsummary import LatencySummary
 from harness.sink import local_path, batch_log
@@ -73,7 +73,7 @@ class Expectations:
 class IncrementalChecker:
     """The checker over a history that grows: add what the producers and the sink wrote since the last call,
     reconcile whenever a verdict is wanted (a soak: every ~30 s; a run: once at the end). State lives in a
-    DuckDB file (harness.checkstore) under `directory` (a temporary one when None), memory bounded by
+    DuckDB file (harness.reconcile.store) under `directory` (a temporary one when None), memory bounded by
     `memory_limit`; each reconcile works on what is new or still pending, not on the whole history."""
 
     def __init__(self, directory: Path | None = None, memory_limit: str = "1GB", threads: int = 2):

@@ -1,5 +1,5 @@
-"""The checker's bulk pass: a store's first reconcile (a run's verdict: its only one), over all the history added
-so far, in numpy a key range at a time (harness.checkstore keeps the incremental state of later reconciles in
+"""The reconciler's bulk pass: a store's first reconcile (a run's verdict: its only one), over all the history added
+so far, in numpy a key range at a time (harness.reconcile.store keeps the incremental state of later reconciles in
 DuckDB).
 
 Moving every event through DuckDB's tables (insert, join, delete, window) costs several microseconds an event; a
@@ -16,7 +16,7 @@ so memory is bounded by the range, not the history:
   id keep their run order, which is (offset, ack order) order in the usual case (checked; a full sort otherwise),
   so violations are one comparison of neighbours; a group whose rows in a later range start before its tail
   (offsets not growing with the key) is re-sorted whole by DuckDB at the end, from a second pass over its rows.
-The rules are harness.checker's; the property tests hold this pass and the incremental one to the reference.
+The rules are harness.reconcile's; the property tests hold this pass and the incremental one to the reference.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The checker's engine: an out-of-core, incremental reconciliation of the producers' history with the sink, in
+"""The reconciler's engine: an out-of-core, incremental reconciliation of the producers' history with the sink, in
 bounded memory (DuckDB's memory_limit plus one key range of numpy arrays), so hours of traffic fit.
 
-New history is staged on disk in sorted runs (harness.checkbulk), not inserted anywhere. A store's first reconcile
+New history is staged on disk in sorted runs (harness.reconcile.bulk), not inserted anywhere. A store's first reconcile
 (a run's verdict: the only one) is one bulk pass over them in numpy, a key range at a time: first deliveries,
 matches, the order state, the latency counts; what stays unmatched goes to DuckDB's *pending* tables. Later
 reconciles (a soak's, every ~30 s) work incrementally in DuckDB: the first of them replays the staged history
@@ -14,7 +14,7 @@ the per-(producer, partition, generation) order state, which keeps a tail row pe
 when a new delivery lands before its tail.
 
 The verdict is the same as the pandas reference (harness/bench/reference_checker.py, the checker before it) on the
-same history; see harness.checker.reconcile for the rules. One assumption, true of every history the producers
+same history; see harness.reconcile.reconcile for the rules. One assumption, true of every history the producers
 write: (producer, seq) identifies one event (one ack row each), with 0 <= producer < 2^20 and 0 <= seq < 2^43
 (packed into one BIGINT key, seq-major, so a reconcile's new keys fall in a narrow key range).
 """
@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness import checkbulk as bulk
-from harness.checkbulk import Runs
+import harness.reconcile.bulk as bulk
+from harness.reconcile.bulk import Runs
 
 from harness.histsummary import (LatencyCounts, LatencySummary, bucket_index, bucket_index_ms, measured_extent,
                                  summarize, window_edges)
@@ -76,7 +76,7 @@ class CheckStore:
     """The incremental checker's state in one DuckDB database file under `directory` (or, without one, in
     memory, spilling to a temporary directory removed by close()), and the history staged since the last
     reconcile under `directory`/stage. add_acks / add_sink_batches / add_sink_frame stage new history; reconcile()
-    (harness.checker) brings the state up to date (advance) and judges it."""
+    (harness.reconcile) brings the state up to date (advance) and judges it."""
 
     def __init__(self, directory: Path | None = None, memory_limit: str = "1GB", threads: int = 2):
         self._own_dir = directory is None
@@ -217,7 +217,7 @@ class CheckStore:
     def advance(self, generations_ms: list[float], latency: tuple[float | None, float | None] | None = None,
                 dup_ranges: list | None = None) -> None:
         """Bring the state up to date: first deliveries of the new sink rows, acks matched with deliveries, order
-        state per (producer, partition, generation). The first time, in one bulk pass (harness.checkbulk), which
+        state per (producer, partition, generation). The first time, in one bulk pass (harness.reconcile.bulk), which
         also counts the latency summary for `latency` (measured_from_ms, t0) on the way. `dup_ranges`: the input
         ranges (harness.effects.DupRange) whose duplicates are expected, counted apart as they are found."""
         self._dup_ranges = np.array([(r.partition, r.start, r.end) for r in dup_ranges or ()],
@@ -264,7 +264,7 @@ class CheckStore:
         ack_ms, (pub::BIGINT & 2047) << (pub::BIGINT >> 11)"""
 
     def _bulk_pass(self, latency: tuple[float | None, float | None]) -> None:
-        """Everything staged in one pass (harness.checkbulk): the pending tables get what is unmatched, the order
+        """Everything staged in one pass (harness.reconcile.bulk): the pending tables get what is unmatched, the order
         groups their state; delivered events are counted (misplaced ones too, where the ack named a position) and
         their latency counted (for `latency`: measured_from_ms, t0), the staged runs kept (for ack_count and a later
         replay)."""
@@ -477,7 +477,7 @@ class CheckStore:
 
     def misplaced_count(self, placed_sql: str, part_sql: str, off_sql: str) -> int:
         """Delivered events not where their ack (or, for sends that reported no position, the placements) put
-        them; the SQL pieces (harness.checker._judge) join a delivered relation `a` with the placements."""
+        them; the SQL pieces (harness.reconcile._judge) join a delivered relation `a` with the placements."""
         rel, n = "delivered", 0
         if self._bulk is not None:
             rel, n = "unplaced", self._bulk["misplaced"]
@@ -549,7 +549,7 @@ class CheckStore:
 
 
 def _prepare_acks(table: pa.Table, arid0: int) -> tuple[int, int, pa.Table | None, dict | None]:
-    """History rows as staged acks (checkbulk.ACK_SCHEMA's columns, arid from arid0 in row order) and the failed
+    """History rows as staged acks (bulk.ACK_SCHEMA's columns, arid from arid0 in row order) and the failed
     sends: (rows, acked, failed rows, staged columns)."""
     n = table.num_rows
     _check_ids(table)
@@ -585,7 +585,7 @@ def _read_sink_file(name: str) -> pa.Table:
 
 
 def _prepare_sink(t: pa.Table, commit_ms, rid0: int) -> tuple[int, int, dict | None]:
-    """Sink rows as staged ones (checkbulk.SINK_SCHEMA's columns, rid from rid0 in row order): (rows with an event
+    """Sink rows as staged ones (bulk.SINK_SCHEMA's columns, rid from rid0 in row order): (rows with an event
     id, rows without, staged columns)."""
     n, no_id = t.num_rows, 0
     if t["producer"].null_count or t["seq"].null_count:
