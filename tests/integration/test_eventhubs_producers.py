@@ -5,6 +5,7 @@ import uuid
 import pytest
 from azure.eventhub import EventHubConsumerClient
 
+from harness.backends.eventhubs.spec import EventHubsSpec
 from harness.history import load_acks
 from harness.emulator.config import EmulatorConfig, HubConfig
 from harness.emulator.server import EmulatorServer
@@ -22,7 +23,7 @@ def test_fleet_sends_the_schedule_with_service_key_placement(supervisor, tmp_pat
     hub = "h" + uuid.uuid4().hex[:6]
     with EmulatorServer(EmulatorConfig(hubs=(HubConfig(hub, 4),))).start() as emu:
         conn = emu.connection_string()
-        job = {"backend": "eventhubs", "stream": hub, "partitions": 4,
+        job = {"backend": "eventhubs", "sender": EventHubsSpec.model_construct().sender, "stream": hub, "partitions": 4,
                "settings": {"connection_string": conn}, "processes": 2, "users": 2, "batch_size": 100,
                "duration_s": 3.0, "max_backlog_s": 10.0, "seed": 5, "rate": {"kind": "constant", "eps": 1000},
                "keys": {"kind": "zipf", "count": 200, "s": 1.1}, "payload": {"size": {"kind": "fixed", "bytes": 200}}}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.kafka.spec import KafkaSpec
 from harness.supervisor import Supervisor, wait_until
 from harness.producers.fleet import PREPARED_JOB, ProducerFleet
 
@@ -132,8 +133,9 @@ def test_a_real_prepared_process_stopped_before_the_go_ends_cleanly_without_a_re
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    job = {"backend": "kafka", "stream": "events", "partitions": 2, "settings": {"bootstrap.servers":
-           f"127.0.0.1:{port}"}, "processes": 1, "users": 1, "batch_size": 10, "duration_s": 5, "max_backlog_s": 5,
+    job = {"backend": "kafka", "sender": KafkaSpec.model_construct().sender, "stream": "events", "partitions": 2,
+           "settings": {"bootstrap.servers": f"127.0.0.1:{port}"}, "processes": 1, "users": 1, "batch_size": 10,
+           "duration_s": 5, "max_backlog_s": 5,
            "seed": 1, "rate": {"kind": "constant", "eps": 100}, "keys": {"kind": "uniform", "count": 10},
            "payload": {"size": {"kind": "fixed", "bytes": 100}}, "connect_timeout_s": 0.5}
     with Supervisor(uuid.uuid4().hex) as sup:

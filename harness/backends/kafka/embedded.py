@@ -33,6 +33,7 @@ from harness.backends.base import BackendError
 import harness.backends.kafka.tls as tls_certs
 from harness.backends.kafka.admin import KafkaBackendBase, client_config
 import harness.backends.kafka.security as sec
+from harness.secrets import expand
 import harness.backends.kafka.storage as storage
 from harness.jvm import cds
 from harness.jvm.artifacts import resolve
@@ -217,7 +218,7 @@ class EmbeddedKafka(KafkaBackendBase):
             return None
         env = dict(os.environ)
         if self.sasl == "PLAIN":
-            env.update({self._password_var(k): sec.expand(p) for k, p in enumerate(self.users.values())})
+            env.update({self._password_var(k): expand(p) for k, p in enumerate(self.users.values())})
         if self.server_tls is not None:
             env.update(self.server_tls.env())
         return env
@@ -230,7 +231,7 @@ class EmbeddedKafka(KafkaBackendBase):
         assert self.sasl is not None
         mechanism = getattr(ScramMechanism, self.sasl.replace("-", "_"))
         upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, SCRAM_ITERATIONS),
-                                                sec.expand(password).encode())
+                                                expand(password).encode())
                    for user, password in self.users.items()]
         for user, fut in admin.alter_user_scram_credentials(upserts, request_timeout=30).items():
             try:

@@ -11,6 +11,7 @@ from pydantic import Field, field_serializer, model_validator
 from harness.backends.base import Backend, BackendSpec
 from harness.backends.capabilities import BrokerProcesses, Capability, ProxiedListener, TopicAdmin
 import harness.backends.kafka.security as sec
+from harness.secrets import REDACTED, REF
 from harness.durations import spark_time_string_ms
 from harness.jvm.artifacts import SPARK_KAFKA
 from harness.settings import check as rules
@@ -176,7 +177,7 @@ class KafkaSpec(BackendSpec):
 
     @field_serializer("users")
     def _redact_users(self, users: dict[str, str]) -> dict[str, str]:
-        return {u: p if sec.REF.fullmatch(p) else sec.REDACTED for u, p in users.items()}
+        return {u: p if REF.fullmatch(p) else REDACTED for u, p in users.items()}
 
     def client_settings(self) -> dict[str, Scalar]:
         """[backend.client] as the clients get it: with `sasl` on an embedded broker, the protocol and mechanism
@@ -210,7 +211,7 @@ class KafkaSpec(BackendSpec):
                 raise ValueError(f"sasl needs backend.client.\"sasl.username\" = one of users "
                                  f"({', '.join(self.users)}); got {user!r}")
             for u, password in self.users.items():
-                for var in sec.REF.findall(password):
+                for var in REF.findall(password):
                     if var not in os.environ:
                         raise ValueError(f"users.{u} needs the environment variable {var}, which is not set")
             problem = sec.embedded_problem(self.sasl, self.client_settings())

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness import atomic
 import harness.backends.kafka.security as sec
+from harness.secrets import REF
 from harness.backends.kafka.embedded import SASL_MECHANISMS, EmbeddedKafka
 from harness.errors import InputError
 from harness.paths import runs_dir
@@ -71,7 +72,7 @@ def security_request(protocol: str = "PLAINTEXT", mechanism: str | None = None, 
         raise InputError(f"--sasl-mechanism {mechanism}: allowed {', '.join(SASL_MECHANISMS)}")
     if any(c in user for c in ' ";=,\\'):
         raise InputError(f"--user {user!r}: not a user name (no spaces, quotes, backslashes, ';', '=' or ',')")
-    if not sec.REF.fullmatch("${" + password_env + "}"):
+    if not REF.fullmatch("${" + password_env + "}"):
         raise InputError(f"--password-env {password_env!r}: the name of an environment variable (letters, digits, "
                          "'_'), not the password itself")
     if not environ.get(password_env):
@@ -93,7 +94,7 @@ def client_lines(state: dict) -> list[str]:
     client = dict(state.get("client") or {})
     lines = [f"bootstrap.servers={state['bootstrap']}"] + [f"{k}={v}" for k, v in client.items()]
     if client:
-        var = sec.REF.fullmatch(client["sasl.password"])
+        var = REF.fullmatch(client["sasl.password"])
         lines.append(f"# sasl.password is the value of ${var.group(1) if var else '...'} (never written out)")
         lines.append("# Spark's Kafka source (Java client names; put the password where the reference is):")
         lines += [f"kafka.bootstrap.servers={state['bootstrap']}"]
