@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-
 MAX_US = 120_000_000
 # librdkafka names its threads rdk:main, rdk:broker<id>, rdk:broker-1 ...: their CPU is the client library's own
 CLIENT_THREAD_PREFIX = "rdk:"

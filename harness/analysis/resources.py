@@ -219,13 +219,14 @@ def run_footprint(run_dir: Path, start: float | None, end: float | None, client:
     client costs per event here (harness.calibration, as the run recorded it): the footprint then says what the
     same events sent that way would have taken of what was measured."""
     out = footprint(load(run_dir), *measured_window(run_dir, start, end))
-    sent = _sent_between(Path(run_dir), out.get("covered_from_t"), out.get("covered_to_t"))
+    stats = [read_jsonl(f) for f in sorted((Path(run_dir) / "producers").glob("stats-*.jsonl"))]  # a file a process
+    sent = _sent_between(stats, out.get("covered_from_t"), out.get("covered_to_t"))
     producer_s = (out.get("by_role") or {}).get("producer")
     if not sent or producer_s is None or out.get("ratio") is None:
         return out
     out["producer_us_per_event"] = round(1e6 * producer_s / sent, 1)
     if client is None:
-        return _client_threads(out, Path(run_dir), producer_s)
+        return _client_threads(out, stats, producer_s)
     us = floor.get("us_per_event") if floor else None
     if not isinstance(us, (int, float)) or us <= 0:
         return out | {"detail": out["detail"] + f"; the producers spent {out['producer_us_per_event']:,.0f} us of "
@@ -243,14 +244,14 @@ def run_footprint(run_dir: Path, start: float | None, end: float | None, client:
 SPIN_SHARE = 0.5  # the client's threads used at least this share of the producers' CPU: its own loop, not sending
 
 
-def _client_threads(out: dict, run_dir: Path, producer_s: float) -> dict:
+def _client_threads(out: dict, stats: list[list[dict]], producer_s: float) -> dict:
     """The part of the producers' CPU their client library's own threads used (stats rows' `client_cpu_s`,
     librdkafka's threads), over the window the CPU was counted in; when the footprint is over its goal only because
     of them, the detail says so: librdkafka's broker threads busy-loop while a broker does not answer (an idempotent
     partition waiting for its in-flight requests to drain), which no code of the harness's can avoid. Over the
     goal, the detail says what the harness's share would have been without them, and names the spin when they
     used most of the producers' CPU (SPIN_SHARE)."""
-    used = _client_cpu_between(run_dir, out.get("covered_from_t"), out.get("covered_to_t"))
+    used = _client_cpu_between(stats, out.get("covered_from_t"), out.get("covered_to_t"))
     if used is None or not producer_s:
         return out
     used = min(used, producer_s)  # two clocks (the sampler's and the stats rows'): never more than the whole
@@ -266,14 +267,14 @@ def _client_threads(out: dict, run_dir: Path, producer_s: float) -> dict:
     return out | {"detail": out["detail"] + detail}
 
 
-def _client_cpu_between(run_dir: Path, start: float | None, end: float | None) -> float | None:
-    """CPU seconds the producers' client threads used between the stats rows inside [start, end] (each file's
+def _client_cpu_between(stats: list[list[dict]], start: float | None, end: float | None) -> float | None:
+    """CPU seconds the producers' client threads used between the stats rows inside [start, end] (each process's
     cumulative `client_cpu_s`, last minus first); None when no row has it."""
     if start is None or end is None:
         return None
     total, found = 0.0, False
-    for f in sorted((run_dir / "producers").glob("stats-*.jsonl")):
-        values = [r["client_cpu_s"] for r in read_jsonl(f) if isinstance(r.get("t"), (int, float))
+    for rows in stats:
+        values = [r["client_cpu_s"] for r in rows if isinstance(r.get("t"), (int, float))
                   and start <= r["t"] <= end and isinstance(r.get("client_cpu_s"), (int, float))]
         if len(values) >= 2:
             total += values[-1] - values[0]
@@ -281,12 +282,12 @@ def _client_cpu_between(run_dir: Path, start: float | None, end: float | None) -
     return total if found else None
 
 
-def _sent_between(run_dir: Path, start: float | None, end: float | None) -> int:
+def _sent_between(stats: list[list[dict]], start: float | None, end: float | None) -> int:
     """Events the producers sent in the whole seconds inside [start, end] (stats rows: `sent` in [t, t + 1))."""
     if start is None or end is None:
         return 0
-    return sum(int(r.get("sent") or 0) for f in sorted((run_dir / "producers").glob("stats-*.jsonl"))
-               for r in read_jsonl(f) if isinstance(r.get("t"), (int, float)) and start <= r["t"] and r["t"] + 1 <= end)
+    return sum(int(r.get("sent") or 0) for rows in stats
+               for r in rows if isinstance(r.get("t"), (int, float)) and start <= r["t"] and r["t"] + 1 <= end)
 
 
 def machine_intervals(samples: list[dict]) -> list[tuple[float, float, dict]]:

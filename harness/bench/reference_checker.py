@@ -1,5 +1,5 @@
-# The pandas checker as it stood before the DuckDB engine (harness/reconcile/__init__.py at commit c30a62e), copied verbatim
-# below: the reference the property tests (tests/unit/test_checker_engine.py) hold the engine to, and the baseline
+# The pandas checker as it stood before the DuckDB engine (harness/checker.py at commit c30a62e; the reconciler is
+# harness/reconcile/ now), copied verbatim below: the reference the property tests (tests/unit/test_checker_engine.py) hold the engine to, and the baseline
 # `harness bench checker` measures the engine against. Nothing judges a run with it.
 """The checker: a pure function of the history (producers' ack logs), what the sink holds and what the faults
 declared.

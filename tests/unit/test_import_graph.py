@@ -13,7 +13,8 @@ PACKAGES = {"harness": "harness", "producers": "harness.producers", "reports": "
 LAYERS = [
     ("foundations", ["harness", "harness.atomic", "harness.jsonl", "harness.errors", "harness.paths",
                      "harness.console", "harness.loopback", "harness.supervisor", "harness.timeline",
-                     "harness.partitioning", "harness.history", "harness.histsummary", "harness.sink", "harness.clocks", "harness.effects",
+                     "harness.partitioning", "harness.history", "harness.histsummary", "harness.sink",
+                     "harness.clocks", "harness.effects",
                      "harness.placements", "harness.jvm", "harness.check", "harness.result", "harness.runstate",
                      "harness.lag_sampler", "harness.resources", "harness.reconcile"]),
     ("parts", ["harness.producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",

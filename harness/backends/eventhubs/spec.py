@@ -15,8 +15,7 @@ from pydantic import Field, model_validator
 
 from harness.backends.base import Backend, BackendSpec
 from harness.backends.capabilities import Capability, EmulatorControl, EpochReceivers
-from harness.backends.eventhubs.kafka_endpoint import PRODUCER_SET_BY_HARNESS
-from harness.backends.eventhubs.kafka_endpoint import SET_BY_HARNESS as KAFKA_SET_BY_HARNESS
+from harness.backends.eventhubs.kafka_endpoint import PRODUCER_SET_BY_HARNESS, SET_BY_HARNESS as KAFKA_SET_BY_HARNESS
 from harness.backends.kafka.spec import KafkaSpec
 from harness.emulator.config import check_hub_settings
 from harness.settings import check as rules
