@@ -11,7 +11,6 @@ import errno
 import json
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 from harness.check import counts_against, exit_code, status_of
@@ -302,11 +301,9 @@ def _cmd_check(args) -> int:
     subdirectories gathered from other hosts included), clock skew per machine, then result.json, junit.xml,
     summary.md and the reports rewritten; with --baseline, harness compare's thresholds against that run applied
     again as the `baseline` check. Exit 0 pass, 1 fail, 2 not a run directory, 3 unjudged."""
-    from harness import clocks
     from harness.config import validate_resolved
-    from harness.runner import record
+    from harness.runner import measure_and_judge, record
     from harness.soak.checks import baseline_spec
-    from harness.verdict import judge
 
     run_dir = Path(args.run_dir).resolve()
     state_path, scenario_path = run_dir / "run_state.json", run_dir / "scenario.json"
@@ -325,8 +322,8 @@ def _cmd_check(args) -> int:
         raise InputError("--fail-on needs --baseline RUN_DIR")
     baseline = baseline_spec(Path(args.baseline) if args.baseline else None, args.fail_on, scenario.soak)
     try:
-        result, problems = record(judge(scenario, run_dir, state, args.skew_threshold_ms if args.skew_threshold_ms
-                                        is not None else clocks.DEFAULT_THRESHOLD_MS), run_dir, baseline)
+        judged = measure_and_judge(scenario, run_dir, state, args.skew_threshold_ms)
+        result, problems = record(judged, run_dir, baseline)
     except OSError as exc:  # a full disk: the cause said; harness.atomic leaves no partial or empty file
         print(f"error: writing the results in {run_dir} failed: {exc}", file=sys.stderr)
         return 1

@@ -140,14 +140,10 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
             stop_everything(ctx)
     ctx.state.elapsed_s = time.time() - t0
     ctx.state.ended_at = time.time()
-    # the judge, here and not at the top: it imports pandas and the checkers, a third of the runner's imports,
-    # which would otherwise delay the start of every run (and the JVMs starting beside it) on two cores
-    from harness.verdict import judge
-
     try:
         ctx.state.write(run_dir / "run_state.json")
         environment.record(run_dir, ctx.state.backend)  # what it ran on, before the judge reads it
-        result, problems = record(judge(scenario, run_dir, ctx.state), run_dir, baseline)
+        result, problems = record(measure_and_judge(scenario, run_dir, ctx.state), run_dir, baseline)
     except OSError as exc:  # a full disk: the cause said, no partial file left (harness.atomic)
         console.warn(f"writing the run's results in {run_dir} failed: {exc}")
         console.end_log()
@@ -161,6 +157,21 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     console.end_log()
     code = 130 if ctx.state.interrupted else exit_code(result["verdict"])  # 0 pass, 1 fail, 3 unjudged
     return RunOutcome(run_dir, result, code)
+
+
+def measure_and_judge(scenario: Scenario, run_dir: Path, state: RunState | dict,
+                      clock_threshold_ms: float | None = None) -> RunResult:
+    """A finished run's directory measured (harness.analysis.measure: its view, figures and series, written once)
+    and judged (harness.verdict, a pure function of the measurement). A run and `harness check` both start here.
+    Imported here and not at the top: the measuring step and the checkers import pandas, a third of the runner's
+    imports, which would otherwise delay the start of every run (and the JVMs starting beside it) on two cores."""
+    from harness.analysis.measure import measure, write_measured
+    from harness.verdict import judge
+
+    measured = measure(scenario, run_dir, state, clock_threshold_ms)
+    judged = judge(measured)
+    write_measured(measured)
+    return judged
 
 
 def record(judged: RunResult, run_dir: Path, baseline: tuple[Path, str] | None = None) -> tuple[dict, list[str]]:

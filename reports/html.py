@@ -59,7 +59,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
             return {}
     return {"result": read_json("result.json"), "series": read_json("series.json"),
             "scenario": read_json("scenario.json"), "progress": read_jsonl(run_dir / "progress.jsonl"),
-            "timeline": read_jsonl(run_dir / "timeline.jsonl"), "resources": read_jsonl(run_dir / "resources.jsonl")}
+            "timeline": read_jsonl(run_dir / "timeline.jsonl")}
 
 
 def fault_spans(result: dict, t0: float) -> list[tuple[float, float | None, str]]:
@@ -373,31 +373,27 @@ ROLE_COLORS = {"broker": COLORS[0], "emulator": COLORS[0], "netproxy": COLORS[9]
                "spark-master": "#393b79", "spark-worker": "#637939"}  # a standalone cluster's own processes
 
 
-def resources_chart(run: dict, spans, t0: float) -> Chart | None:
-    """RSS and CPU cores per role over time (harness.resources' samples; reports.resources sums them)."""
-    from harness.analysis.resources import MB, cpu_intervals, role_rss
-
-    samples = run["resources"]
-    rss = role_rss(samples)
+def resources_chart(run: dict, spans) -> Chart | None:
+    """RSS and CPU cores per role over time (series.json's `resources`, from harness.resources' samples)."""
+    resources = (run["series"] or {}).get("resources") or {}
+    rss, cpu = resources.get("rss") or {}, resources.get("cpu") or {}
     if not rss:
         return None
-    t0 = t0 or min(s["t"] for s in samples)
-    cpu = cpu_intervals(samples)
     c = Chart("fig-resources", "Memory and CPU of the run's processes, per role",
               "Top: resident memory (RSS) of each role's processes summed, in MB. Bottom: CPU cores each role "
               "used between samples (CPU time over wall time). A restarted process drops and regrows its role's "
               "line; a leak is a line that keeps rising after the warm-up.", height=2.5, axes=2)
     for role, series in rss.items():  # binned: each bin's lowest and highest sample (reports.binning)
         color = ROLE_COLORS.get(role, COLORS[7])
-        k = bin_size(len(series))
+        k = bin_size(len(series["t"]))
         c.bin(k, "")
-        x, y = extremes([t - t0 for t, _ in series], [v / MB for _, v in series], k)
+        x, y = extremes(series["t"], series["mb"], k)
         c.mark(c.axes[0].plot(x, y, color=color, lw=1.2, label=role), len(x))
-        steps = [(start - t0, cores.get(role, 0.0)) for start, _, cores in cpu]
-        if steps and any(v for _, v in steps):
-            k = bin_size(len(steps))
+        cores = (cpu.get("cores") or {}).get(role) or []
+        if cores and any(cores):
+            k = bin_size(len(cores))
             c.bin(k, "")
-            x, y = extremes(*zip(*steps), k)
+            x, y = extremes(cpu["t"], cores, k)
             c.mark(c.axes[1].step(x, y, where="post", color=color, lw=1.0), len(x))
     c.caption += note(c.binned, "samples")
     c.axes[0].set_ylabel("RSS (MB)")
@@ -411,26 +407,23 @@ def resources_chart(run: dict, spans, t0: float) -> Chart | None:
     return c
 
 
-def disk_chart(run: dict, spans, t0: float) -> Chart | None:
+def disk_chart(run: dict, spans) -> Chart | None:
     """The run directory's allocated bytes over time, stacked by top-level entry (sink, checkpoint, services…)."""
-    from harness.analysis.resources import MB, disk_series
-
-    series = disk_series(run["resources"])
-    if not series:
+    disk = (run["series"] or {}).get("disk") or {}
+    if not disk.get("t"):
         return None
-    t0 = t0 or series[0][0]
-    final = series[-1][1].get("by_dir") or {}
-    dirs = sorted({d for _, x in series for d in x.get("by_dir") or {}}, key=lambda d: -final.get(d, 0))
-    peak = max(x["bytes"] for _, x in series)
+    by_dir = disk.get("by_dir_mb") or {}
+    dirs = sorted(by_dir, key=lambda d: -by_dir[d][-1])
     c = Chart("fig-disk", "Disk used by the run directory",
               f"Allocated bytes (what du counts) under the run directory, by top-level entry, stacked; peak "
-              f"{peak / MB:,.0f} MB, at the end {series[-1][1]['bytes'] / MB:,.0f} MB.", height=2.6)
-    k = bin_size(len(series))  # binned: each bin's smallest and largest sample, whole, and the last one
+              f"{max(disk['mb']):,.0f} MB, at the end {disk['mb'][-1]:,.0f} MB.", height=2.6)
+    k = bin_size(len(disk["t"]))  # binned: each bin's smallest and largest sample, whole, and the last one
     c.bin(k, note(k, "samples"))
+    rows = range(len(disk["t"]))
     if k > 1:
-        series = [series[i] for i in sorted(set(extreme_rows([x["bytes"] for _, x in series], k)) | {len(series) - 1})]
-    x = [t - t0 for t, _ in series]
-    ys = [[(d_.get("by_dir") or {}).get(d, 0) / MB for _, d_ in series] for d in dirs]
+        rows = sorted(set(extreme_rows(disk["mb"], k)) | {len(disk["t"]) - 1})
+    x = [disk["t"][i] for i in rows]
+    ys = [[by_dir[d][i] for i in rows] for d in dirs]
     c.mark(c.ax.stackplot(x, *ys, labels=dirs, colors=[COLORS[i % len(COLORS)] for i in range(len(dirs))],
                           alpha=0.8), len(x) * len(dirs))
     c.ax.set_ylim(bottom=0)
@@ -445,8 +438,7 @@ def figures(run: dict) -> list[Chart]:
     built = [throughput_chart(run, spans), latency_time_chart(run, spans), latency_distribution_chart(run),
              lag_chart(run, spans), skew_chart(run), phases_chart(run, spans, t0) if t0 else None,
              task_spread_chart(run, spans), placement_chart(run), clients_chart(run)]
-    if run.get("resources"):
-        built += [resources_chart(run, spans, t0), disk_chart(run, spans, t0)]
+    built += [resources_chart(run, spans), disk_chart(run, spans)]
     return [c for c in built if c is not None]
 
 
@@ -510,12 +502,11 @@ def summary_words(result: dict) -> str:
 
 
 def resources_html(run: dict) -> str:
-    """The resource figures per role and the leak verdicts, as tables (result.json's `resources`, or computed from
-    resources.jsonl for a run judged before there was one)."""
-    from harness.analysis.resources import MB, summarize
+    """The resource figures per role and the leak verdicts, as tables (result.json's `resources`)."""
+    from harness.analysis.resources import MB
     from harness.reports.resources import footprint_html, machine_html
 
-    summary = run["result"].get("resources") or summarize(run["resources"])
+    summary = run["result"].get("resources") or {}
     foot = footprint_html(run["result"].get("footprint") or {}) + machine_html(run["result"].get("machine"))
     if not summary.get("roles"):
         return f"<h2>Resources</h2>{foot}" if foot else ""
@@ -607,7 +598,7 @@ def build_html(run_dir: Path) -> str:
     missing = run["series"].get("error") or ("" if run["series"] else "no series.json in the run directory")
     if missing:
         parts.append(f'<p class="bad">Figures over time are missing: {html.escape(missing)}.</p>')
-    if run["resources"] or result.get("footprint") or result.get("machine"):
+    if result.get("resources") or result.get("footprint") or result.get("machine"):
         parts.append(resources_html(run))
     parts += ["<h2>Environment</h2>", environment_html(run),
               f'<p class="muted">{len(charts)} figures. report.md beside this file has the same run in tables.</p>',

@@ -87,16 +87,30 @@ def _event_text(e: dict) -> str:
 
 
 def build_report(result: dict, run_dir: Path) -> str:
-    c, lat, thr = result["counts"], result["latency_ms"], result["throughput"]
+    """report.md: the result's sections in the HTML page's order, from result.json's figures and the timeline."""
+    events = read_jsonl(run_dir / "timeline.jsonl")
+    t0 = events[0]["t"] if events else 0.0
+    parts = (_head(result, run_dir) + _checks_and_counts(result) + _latency(result) + performance_section(result)
+             + oracle_section(result) + _batches(result) + _producers(result) + _sources_and_resources(result)
+             + _faults(result, t0)
+             + ["", "## Environment", _table(["what", "value"], [list(row) for row in environment_rows(result)])])
+    if events:
+        parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", _event_text(e)]
+                                                                  for e in events])]
+    return "\n".join(parts) + "\n"
+
+
+def _head(result: dict, run_dir: Path) -> list[str]:
     parts = [
         f"# {result['scenario']} on {result['backend']}: **{result['verdict'].upper()}**",
         "",
-        f"Run directory `{run_dir}`; traffic {result.get('traffic_s', 0):.0f} s, whole run {result['duration_s']:.0f} s.",
+        f"Run directory `{run_dir}`; traffic {result.get('traffic_s', 0):.0f} s, "
+        f"whole run {result['duration_s']:.0f} s.",
         "",
     ]
     if result.get("unjudged_reason"):
         parts += [f"**The run could not be judged:** {result['unjudged_reason']}", ""]
-    if result.get("unreadable"):  # left out of the figures (harness.verdict.unreadable): said, never silent
+    if result.get("unreadable"):  # left out of the figures (harness.analysis.measure): said, never silent
         parts += ["**Unreadable, left out:**", ""] + [f"- `{u['file']}`: {u['detail']}" for u in result["unreadable"]]
         parts += [""]
     q = result.get("query") or {}
@@ -105,7 +119,12 @@ def build_report(result: dict, run_dir: Path) -> str:
                   f"killed {q.get('kills', 0)}x, restarted {q.get('restarts', 0)}x; final state "
                   f"{q.get('final_state')!r}" + (f", error class `{q['error_class']}`" if q.get("error_class") else ""),
                   ""]
-    parts += [
+    return parts
+
+
+def _checks_and_counts(result: dict) -> list[str]:
+    thr = result["throughput"]
+    return [
         "## Checks",
         _table(["check", "ok", "detail"], [[x["name"], {"pass": "yes", "fail": "**NO**", "unknown": "**unknown**",
                                                          "unjudged": "**unjudged**",
@@ -113,22 +132,30 @@ def build_report(result: dict, run_dir: Path) -> str:
                                              x["detail"]] for x in result["checks"]]),
         "",
         "## Accounting",
-        _table(["figure", "count", "meaning"], [list(row) for row in accounting_rows(c)]),
+        _table(["figure", "count", "meaning"], [list(row) for row in accounting_rows(result["counts"])]),
         "",
         "## Throughput",
         f"- produced (acked) {thr['produce_eps']:,.1f} events/s against a target of {thr['target_eps']:,.1f}",
         f"- Spark's {PROCESSING_RATE}: {thr['process_rps']:,.1f} rows/s over {result['batches']} batches",
         f"  ({PROCESSING_RATE_NOTE})",
         "",
-        "## End-to-end latency (sink commit − intended send time)",
-        _table(list(lat), [[f"{v:,.1f} ms" for v in lat.values()]]),
     ]
+
+
+def _latency(result: dict) -> list[str]:
+    lat = result["latency_ms"]
+    parts = ["## End-to-end latency (sink commit − intended send time)",
+             _table(list(lat), [[f"{v:,.1f} ms" for v in lat.values()]])]
     warm = result.get("warmup") or {}
     if warm:
         parts += ["", f"Measured after the {warmup_line(warm)}; batch timings above leave them out too. "
                       f"Their latency: " + ", ".join(f"{k} {v:,.1f} ms" for k, v in warm["latency_ms"].items()) + "."]
-    parts += performance_section(result)
-    parts += oracle_section(result)
+    return parts
+
+
+def _batches(result: dict) -> list[str]:
+    """Publish delay, the micro-batches' phases over the steady part, the consumer lag."""
+    parts: list[str] = []
     pd_ = result.get("publish_delay_ms")
     if pd_:
         parts += ["", "Publish delay (produce call − intended send time): "
@@ -149,49 +176,48 @@ def build_report(result: dict, run_dir: Path) -> str:
         parts += ["", "## Consumer lag",
                   f"Events on the broker not yet committed by the query, sampled every second: max {lag['max']:,}, "
                   f"mean {lag['mean']:,.0f}, at the end {lag['final']:,} ({lag['samples']} samples)."]
+    return parts
+
+
+def _producers(result: dict) -> list[str]:
     prod = result.get("producers") or {}
-    if prod.get("partition_events"):
-        skew = prod.get("skew", {})
-        parts += ["", "## Producers",
-                  f"{prod['processes']} process(es); sent {prod['sent']:,}, acked {prod['acked']:,}, "
-                  f"failed {prod['failed']:,} {prod.get('errors') or ''}; pacer skipped {prod['pacer_skipped']:,}.",
-                  f"Skew: max/mean share {skew.get('max_mean_share') or 0:.3f}, Gini {skew.get('gini') or 0:.3f}.", "",
-                  _table(["partition", "events", "bytes"],
-                         [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
-                          for p, n in prod["partition_events"].items()])]
-    from harness.reports.source_tasks import source_section
+    if not prod.get("partition_events"):
+        return []
+    skew = prod.get("skew", {})
+    return ["", "## Producers",
+            f"{prod['processes']} process(es); sent {prod['sent']:,}, acked {prod['acked']:,}, "
+            f"failed {prod['failed']:,} {prod.get('errors') or ''}; pacer skipped {prod['pacer_skipped']:,}.",
+            f"Skew: max/mean share {skew.get('max_mean_share') or 0:.3f}, Gini {skew.get('gini') or 0:.3f}.", "",
+            _table(["partition", "events", "bytes"],
+                   [[p, f"{n:,}", f"{prod['partition_bytes'].get(p, 0):,}"]
+                    for p, n in prod["partition_events"].items()])]
+
+
+def _sources_and_resources(result: dict) -> list[str]:
     from harness.reports.consumers import consumers_section
+    from harness.reports.resources import resources_markdown
+    from harness.reports.source_tasks import source_section
     from harness.reports.spark_tasks import placement_section
 
-    parts += source_section(result.get("source") or {})
-    parts += placement_section(result.get("placement") or {})
-    parts += consumers_section(result.get("consumers") or {})
-    if (run_dir / "resources.jsonl").exists():
-        from harness.analysis.resources import load, summarize
-        from harness.reports.resources import resources_markdown
+    parts = (source_section(result.get("source") or {}) + placement_section(result.get("placement") or {})
+             + consumers_section(result.get("consumers") or {}))
+    if result.get("resources") or result.get("footprint") or result.get("machine"):  # not sampled: unknown, said
+        parts += resources_markdown(result.get("resources") or {}, result.get("footprint"), result.get("machine"))
+    return parts
 
-        parts += resources_markdown(result.get("resources") or summarize(load(run_dir)), result.get("footprint"),
-                                    result.get("machine"))
-    elif result.get("footprint") or result.get("machine"):  # not sampled: the footprint says it is unknown
-        from harness.reports.resources import resources_markdown
 
-        parts += resources_markdown({}, result.get("footprint"), result.get("machine"))
-    events = read_jsonl(run_dir / "timeline.jsonl")
-    t0 = events[0]["t"] if events else 0.0
-    if result.get("faults"):
-        parts += ["", "## Faults",
-                  _table(["fault", "injected (s)", "healed (s)", "declared effect", "errors"],
-                         [[f"{f['kind']} #{f['n']}", _at(f.get("injected_at"), t0), _at(f.get("healed_at"), t0),
-                           _effect_text(f.get("effect") or {}), "; ".join(f.get("errors") or []) or "-"]
-                          for f in result["faults"]])]
-        if result.get("expected_lost_by_partition"):
-            parts += ["", "Expected loss by partition (acked, removed by a fault, not delivered): "
-                      + ", ".join(f"{p}: {n:,}" for p, n in result["expected_lost_by_partition"].items())]
-    parts += ["", "## Environment", _table(["what", "value"], [list(row) for row in environment_rows(result)])]
-    if events:
-        parts += ["", "## Timeline", _table(["t (s)", "event"], [[f"{e['t'] - t0:.1f}", _event_text(e)]
-                                                                  for e in events])]
-    return "\n".join(parts) + "\n"
+def _faults(result: dict, t0: float) -> list[str]:
+    if not result.get("faults"):
+        return []
+    parts = ["", "## Faults",
+             _table(["fault", "injected (s)", "healed (s)", "declared effect", "errors"],
+                    [[f"{f['kind']} #{f['n']}", _at(f.get("injected_at"), t0), _at(f.get("healed_at"), t0),
+                      _effect_text(f.get("effect") or {}), "; ".join(f.get("errors") or []) or "-"]
+                     for f in result["faults"]])]
+    if result.get("expected_lost_by_partition"):
+        parts += ["", "Expected loss by partition (acked, removed by a fault, not delivered): "
+                  + ", ".join(f"{p}: {n:,}" for p, n in result["expected_lost_by_partition"].items())]
+    return parts
 
 
 def write_reports(result: dict, run_dir: Path) -> list[str]:

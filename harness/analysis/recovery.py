@@ -78,33 +78,45 @@ def fault_recovery(fault: dict, lag: list[tuple[float, float]], progress: list[d
     recovered = next(((t, v) for t, v in lag if t >= ref and v <= band
                       and all(w <= band for u, w in lag if t <= u <= t + cadence_s)), None)
     end = recovered[0] if recovered else run_end
+    out.update(_backlog(lag, inj, ref, end, recovered, band, t0=t0, traffic_end=traffic_end, offered_eps=offered_eps))
+    out.update(_batches_between(progress, inj, end))
+    out["duplicates"] = _sum_in(duplicate_commits_s, inj, end) if duplicate_commits_s is not None else None
+    out["lost"] = _sum_in(lost_acked_s, inj, end) if lost_acked_s is not None else None
+    out["expected_lost"] = expected_lost
+    return out
+
+
+def _backlog(lag: list[tuple[float, float]], inj: float, ref: float, end: float, recovered: tuple | None,
+             band: float, *, t0: float, traffic_end: float, offered_eps: float | None) -> dict[str, Any]:
+    """When the lag came back within its band, the backlog's peak in between and how fast it drained."""
     during = [(t, v) for t, v in lag if inj <= t <= end]
     peak = max(during, key=lambda x: x[1], default=None)
-    out["recovered"] = recovered is not None
-    out["recovered_s"] = round(recovered[0] - t0, 3) if recovered else None
-    out["time_to_recover_s"] = round(recovered[0] - inj, 3) if recovered else None
-    out["time_to_recover_after_heal_s"] = round(recovered[0] - ref, 3) if recovered else None
-    out["after_traffic"] = bool(recovered and recovered[0] > traffic_end)
-    out["backlog_peak_events"] = peak[1] if peak else None
-    out["backlog_peak_s"] = round(peak[0] - t0, 3) if peak else None
+    out: dict[str, Any] = {
+        "recovered": recovered is not None,
+        "recovered_s": round(recovered[0] - t0, 3) if recovered else None,
+        "time_to_recover_s": round(recovered[0] - inj, 3) if recovered else None,
+        "time_to_recover_after_heal_s": round(recovered[0] - ref, 3) if recovered else None,
+        "after_traffic": bool(recovered and recovered[0] > traffic_end),
+        "backlog_peak_events": peak[1] if peak else None,
+        "backlog_peak_s": round(peak[0] - t0, 3) if peak else None}
     if recovered and peak and recovered[0] > peak[0] and peak[1] > band:
         net = (peak[1] - recovered[1]) / (recovered[0] - peak[0])
         out["drain_eps"] = round(net, 1)
         out["drain_gross_eps"] = round(net + (offered_eps or 0.0), 1) if not out["after_traffic"] else round(net, 1)
     else:
         out["drain_eps"] = out["drain_gross_eps"] = None
+    return out
+
+
+def _batches_between(progress: list[dict], inj: float, end: float) -> dict[str, Any]:
+    """The batches started between the injection and the recovery, and which of them ran again."""
     started = [(epoch_s(p["timestamp"]), p.get("batchId"), p.get("numInputRows", 0)) for p in progress
                if "timestamp" in p and inj <= epoch_s(p["timestamp"]) <= end]
     ids = [b for _, b, _ in started]
     seen_before = {p.get("batchId") for p in progress if "timestamp" in p and epoch_s(p["timestamp"]) < inj}
-    out["batches"] = len(started)
-    out["batch_ids"] = [min(ids), max(ids)] if ids else []
-    out["rerun_batches"] = sorted({b for b in ids if b in seen_before or ids.count(b) > 1})
-    out["rows_in_batches"] = int(sum(r for _, _, r in started))
-    out["duplicates"] = _sum_in(duplicate_commits_s, inj, end) if duplicate_commits_s is not None else None
-    out["lost"] = _sum_in(lost_acked_s, inj, end) if lost_acked_s is not None else None
-    out["expected_lost"] = expected_lost
-    return out
+    return {"batches": len(started), "batch_ids": [min(ids), max(ids)] if ids else [],
+            "rerun_batches": sorted({b for b in ids if b in seen_before or ids.count(b) > 1}),
+            "rows_in_batches": int(sum(r for _, _, r in started))}
 
 
 def recoveries(faults: list[dict], lag: list[dict], progress: list[dict], **kw) -> list[dict]:

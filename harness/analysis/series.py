@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.histsummary import Hist, LatencySummary, grouped_percentile
 from harness.analysis.lag import lag_by_partition
+from harness.analysis.resources import MB, cpu_intervals, disk_series, role_rss
 
 # the percentile curve's levels: dense where tails live
 LEVELS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0)
@@ -61,6 +62,32 @@ class Tasks(BaseModel):
     records: list[int] = Field(description="Records it read.")
 
 
+class RoleMemory(BaseModel):
+    """One role's processes' resident memory summed, at each resource sample where the role had a process."""
+    t: list[float] = Field(description="The sample's time, seconds since t0.")
+    mb: list[float] = Field(description="RSS of the role's processes summed, MB (10^6 bytes).")
+
+
+class CpuSteps(BaseModel):
+    """CPU cores each role used between consecutive resource samples (CPU time over wall time), a step each."""
+    t: list[float] = Field(description="Each interval's start, seconds since t0.")
+    cores: dict[str, list[float]] = Field(description="Per role, the cores it used in each interval.")
+
+
+class Resources(BaseModel):
+    """The run's processes over time, per role (harness.resources' samples)."""
+    rss: dict[str, RoleMemory] = Field(description="Resident memory per role.")
+    cpu: CpuSteps = Field(description="CPU per role.")
+
+
+class Disk(BaseModel):
+    """The run directory's allocated bytes (what du counts) at each sample that walked it."""
+    t: list[float] = Field(description="The sample's time, seconds since t0.")
+    mb: list[float] = Field(description="The whole run directory, MB.")
+    by_dir_mb: dict[str, list[float]] = Field(description="Per top-level entry (sink, checkpoint, services, ...), "
+                                                          "MB at each sample (0 where it did not exist yet).")
+
+
 class Series(BaseModel):
     """series.json: what the reports draw over time, condensed once when the run is judged. A run whose series
     could not be built has only `error`. (Every key may be absent, none is null: the file describes, the
@@ -78,6 +105,8 @@ class Series(BaseModel):
         None, description="The measured window's latency distribution: [percentile, ms] at fixed levels.")
     lag: LagMatrix = Field(None, description="Lag per partition over time.")
     tasks: Tasks = Field(None, description="The scan tasks.")
+    resources: Resources = Field(None, description="Memory and CPU of the run's processes per role over time.")
+    disk: Disk = Field(None, description="The run directory's size over time.")
     error: str = Field(None, description="Why the series could not be built (the run's verdict does not stand "
                                          "on them).")
 
@@ -142,14 +171,40 @@ def task_rows(tasks: Iterable[dict], t0: float) -> dict[str, Any]:
 
 
 def build_series(*, t0: float, warmup_s: float, latency: LatencySummary, per_second: list[dict],
-                 progress: list[dict], lag_samples: list[dict], tasks: list[dict]) -> dict[str, Any]:
-    """`latency`: the checker's summary with t0's per-second buckets (IncrementalChecker.reconcile(t0=...))."""
-    return {"schema": SCHEMA, "t0": t0, "warmup_s": warmup_s,
-            "produced": produced_per_second(per_second, t0),
-            "delivered": per_second_summary(latency.per_second),
-            "percentiles": percentile_curve_summary(latency.latency),
-            "lag": lag_matrix(lag_samples, progress, t0),
-            "tasks": task_rows(tasks, t0)}
+                 progress: list[dict], lag_samples: list[dict], tasks: list[dict],
+                 resource_samples: list[dict] = ()) -> dict[str, Any]:
+    """`latency`: the checker's summary with t0's per-second buckets (IncrementalChecker.reconcile(t0=...));
+    `resource_samples`: harness.resources' samples (resources.jsonl)."""
+    out = {"schema": SCHEMA, "t0": t0, "warmup_s": warmup_s,
+           "produced": produced_per_second(per_second, t0),
+           "delivered": per_second_summary(latency.per_second),
+           "percentiles": percentile_curve_summary(latency.latency),
+           "lag": lag_matrix(lag_samples, progress, t0),
+           "tasks": task_rows(tasks, t0)}
+    if resource_samples:
+        base = t0 or min(x["t"] for x in resource_samples)  # no traffic: the samples' own start
+        out["resources"] = resource_series(resource_samples, base)
+        disk = disk_rows(resource_samples, base)
+        if disk["t"]:
+            out["disk"] = disk
+    return out
+
+
+def resource_series(samples: list[dict], t0: float) -> dict[str, Any]:
+    """RSS per role at each sample, and the CPU cores per role between samples (harness.analysis.resources)."""
+    rss = {role: {"t": [round(t - t0, 3) for t, _ in rows], "mb": [round(v / MB, 3) for _, v in rows]}
+           for role, rows in role_rss(samples).items()}
+    steps = cpu_intervals(samples)
+    return {"rss": rss, "cpu": {"t": [round(start - t0, 3) for start, _, _ in steps],
+                                "cores": {role: [round(cores.get(role, 0.0), 4) for _, _, cores in steps]
+                                          for role in rss}}}
+
+
+def disk_rows(samples: list[dict], t0: float) -> dict[str, Any]:
+    rows = disk_series(samples)
+    dirs = sorted({d for _, x in rows for d in x.get("by_dir") or {}})
+    return {"t": [round(t - t0, 3) for t, _ in rows], "mb": [round(x["bytes"] / MB, 3) for _, x in rows],
+            "by_dir_mb": {d: [round((x.get("by_dir") or {}).get(d, 0) / MB, 3) for _, x in rows] for d in dirs}}
 
 
 def _round(values) -> list[float]:

@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.oracles import expected_sessions, split_sessions, window_starts
+from harness.jsonl import read_jsonl
+from harness.oracles import (expected_sessions, producer_job, session_gap_ms, split_sessions, window_ms,
+                             window_starts, with_keys)
 
 STATE_DIR = "state"
 
@@ -140,3 +142,27 @@ def session_state(run_dir: Path, meta: dict, acks: pd.DataFrame, gap_ms: int) ->
             "summary": f"{len(got)} open session(s) in the store at batch {meta['batch_id']} "
                        f"({sum(c for _, _, c in got.values())} events; list, map"
                        + (" and timers" if timers_found is not None else "") + f" checked), {len(expected)} expected"}
+
+
+def read_state(run_dir: Path, oracle: str, params: dict, acked) -> dict:
+    """The query's final state against the one its oracle implies, for the `state_matches` check: `{"status":
+    "compared", "outcome": ..., "meta": ...}`, or `{"status": "not_required" | "unknown", "detail": why}`.
+    `acked`: a function returning the acked events (read only when the state is there to compare)."""
+    if not (Path(run_dir) / STATE_DIR).exists() and not any(
+            e.get("event", "").startswith("state_read") for e in read_jsonl(Path(run_dir) / "timeline.jsonl")):
+        return {"status": "not_required", "detail": "not required: the run was recorded by a harness without the "
+                "state reader (no state_read on its timeline, no state/): its state was never read"}
+    try:
+        meta = read_meta(run_dir)
+    except (OSError, ValueError) as exc:
+        return {"status": "unknown", "detail": f"unknown: {exc}"}
+    try:
+        acks = acked()
+        if oracle == "window_counts":
+            outcome = window_state(run_dir, meta, acks, window_ms(params))
+        else:
+            outcome = session_state(run_dir, meta, with_keys(acks, producer_job(run_dir)), session_gap_ms(params))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return {"status": "unknown",
+                "detail": f"unknown: the state read could not be compared: {type(exc).__name__}: {exc}"}
+    return {"status": "compared", "outcome": outcome, "meta": meta}

@@ -54,6 +54,19 @@ class BackendSpec(BaseModel):
     batch_cap_option: ClassVar[str]  # the source option capping rows per trigger
     batch_cap_exact: ClassVar[bool]  # the cap holds exactly (else Spark may round shares up per partition)
     spark_jars: ClassVar[tuple[str, ...]] = ()  # artifact sets (harness.jvm) the query's driver needs for its source
+    # the producers' client library when its own cost per event sets a floor the footprint is read against (a
+    # plain send loop of it, measured by a bench: `producer_floor_calibration`); None: the client's own threads
+    # are measured apart (librdkafka's, harness.analysis.resources)
+    producer_client_floor: ClassVar[str | None] = None
+
+    def producer_floor_calibration(self) -> str | None:
+        """The name of the calibration (harness.calibration) holding that floor for this table's producers."""
+        return None
+
+    def consumers_unrecorded(self) -> str | None:
+        """Why the Kafka consumers Spark created cannot be counted when the run has no connection records (a
+        service the harness cannot watch), or None when there is nothing to say."""
+        return None
 
     def capabilities(self) -> frozenset[type[Capability]]:
         """What this table's backend offers faults beyond the interface (harness.backends.capabilities)."""

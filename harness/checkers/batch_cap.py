@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.analysis.progress import partitions_read
 from harness.check import Check
-from harness.checkers.view import RunView
+from harness.analysis.runview import RunView
 
 
 def batch_cap_checks(scenario, progress: list[dict]) -> list[Check]:

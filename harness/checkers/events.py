@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from harness.check import Check
 from harness.reconcile import Reconciliation
-from harness.checkers.view import RunView
+from harness.analysis.runview import RunView
 
 
 # When a fault declared the query's failure there is nothing to drain: the check is listed as not required, in

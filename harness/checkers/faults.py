@@ -2,11 +2,10 @@
 scenario that expects a failure passes only when that failure happens)."""
 from __future__ import annotations
 
-import re
-
+from harness.analysis.measure import error_class
 from harness.analysis.progress import epoch_s
+from harness.analysis.runview import RunView
 from harness.check import Check
-from harness.checkers.view import RunView
 from harness.faults.schedule import scenario_plan
 
 
@@ -54,14 +53,6 @@ def expected_failure(run: RunView) -> list[Check]:
     got = f"failed with {error_class(error) or (error or '')[:300]!r}" if state == "failed" else \
         f"did not fail (final state {state!r})"
     return [Check("expected_failure", ok, f"expected the query to fail with {' or '.join(expected)}; it {got}")]
-
-
-def error_class(error: str | None) -> str | None:
-    """Spark's error class as it prints it: '[KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE] Some data ...'."""
-    if not error:
-        return None
-    m = re.search(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]", error)
-    return m.group(1) if m else None
 
 
 def query_recovered(run: RunView) -> list[Check]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from harness.check import Check
-from harness.checkers.view import RunView
+from harness.analysis.runview import RunView
 
 
 def completed(run: RunView) -> list[Check]:

@@ -4,7 +4,7 @@ recreate, and no receiver reused when the receiver cache is off."""
 from __future__ import annotations
 
 from harness.check import Check
-from harness.checkers.view import RunView
+from harness.analysis.runview import RunView
 from harness.effects import Effect
 
 

@@ -1,7 +1,7 @@
 """`state_matches`: the query's final state, read where it lives (the checkpoint, through Spark's state data source,
 harness.spark.state_dump, into state/), equals the state its oracle implies from the producers' history
-(harness.analysis.state): the windows not yet emitted with their counts, the sessions still open with their
-value, list and map state and their timers.
+(harness.analysis.state, measured into the view's `state_read`): the windows not yet emitted with their counts,
+the sessions still open with their value, list and map state and their timers.
 
 Why judged apart from the output: a state store restored from the wrong version after a kill, a changelog
 replayed twice, a timer lost, can leave the output right so far and the state wrong, which the next batches
@@ -11,13 +11,8 @@ absent for a query whose oracle implies no state.
 """
 from __future__ import annotations
 
-from harness import clocks
-from harness.analysis.state import read_meta, session_state, window_state
+from harness.analysis.runview import RunView
 from harness.check import Check
-from harness.checkers.view import RunView
-from harness.jsonl import read_jsonl
-from harness.oracles import producer_job, session_gap_ms, window_ms, with_keys
-from harness.placements import apply_placements, load_placements
 from harness.spark.state_reader import STATE_ORACLES
 
 NAME = "state_matches"
@@ -26,32 +21,17 @@ NAME = "state_matches"
 def state_matches(run: RunView) -> list[Check]:
     """Nothing for a query whose oracle implies no state (a checker that does not apply adds nothing, and the
     catalogue lists the check for the stateful oracles only)."""
-    oracle = run.query_def.oracle
-    if oracle not in STATE_ORACLES:
+    if run.query_def.oracle not in STATE_ORACLES:
         return []
     if run.faults.failed_as_expected:
         return [Check(NAME, None, "not required: the query stopped with the failure a fault declared",
                       required=False)]
-    if not (run.run_dir / "state").exists() and not any(
-            e.get("event", "").startswith("state_read") for e in read_jsonl(run.run_dir / "timeline.jsonl")):
-        return [Check(NAME, None, "not required: the run was recorded by a harness without the state reader "
-                      "(no state_read on its timeline, no state/): its state was never read", required=False)]
-    try:
-        meta = read_meta(run.run_dir)
-    except (OSError, ValueError) as exc:
-        return [Check(NAME, None, f"unknown: {exc}")]
-    params = dict(run.scenario.spark.query_params)
-    try:
-        acks = apply_placements(clocks.acks_frame(run.run_dir / "producers", run.clock_plan),
-                                load_placements(run.run_dir / "placements"))
-        acks = acks[acks["error"] == ""]
-        if oracle == "window_counts":
-            outcome = window_state(run.run_dir, meta, acks, window_ms(params))
-        else:
-            outcome = session_state(run.run_dir, meta, with_keys(acks, producer_job(run.run_dir)),
-                                    session_gap_ms(params))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return [Check(NAME, None, f"unknown: the state read could not be compared: {type(exc).__name__}: {exc}")]
+    read = run.state_read or {"status": "unknown", "detail": "unknown: the state was not measured"}
+    if read["status"] == "not_required":
+        return [Check(NAME, None, read["detail"], required=False)]
+    if read["status"] != "compared":
+        return [Check(NAME, None, read["detail"])]
+    outcome, meta = read["outcome"], read["meta"]
     detail = outcome["summary"] + (f"; {'; '.join(outcome['problems'])}" if outcome["problems"] else
                                    ", equal to the history's") + f" (read in {meta.get('took_s', 0):.1f} s)"
     figures = {k: v for k, v in outcome.items() if k not in ("problems", "summary")}

@@ -48,7 +48,7 @@ from typing import Any
 
 from harness.analysis.performance import LAG_END_INTERVALS, cadence_s
 from harness.check import Check
-from harness.checkers.view import RunView
+from harness.analysis.runview import RunView
 
 LAG_GROWTH_FRACTION = 0.05
 LAG_MIN_SAMPLES = 4

@@ -18,6 +18,7 @@ import numpy as np
 
 from harness import atomic, runner, secrets
 from harness.check import counts_against, exit_code, status_of
+from harness.config import Scenario
 from harness.console import Console
 from harness.reports.compare import FIGURES, figure
 
@@ -36,18 +37,20 @@ def noise(results: list[dict]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def run_repeats(name_or_path: str, overrides: list[str], repeats: int, out_dir: Path, console: Console,
-                label: str = "", backend=None) -> runner.RunOutcome:
-    """`repeats` runs into `out_dir` (created), with repeat.json and repeat.md beside them. `backend`: gives each
-    run the broker a sweep shares (harness.commands.shared_broker), None: each run starts its own."""
+def run_repeats(scenario: Scenario, path: Path, overrides: list[str], repeats: int, out_dir: Path,
+                console: Console, label: str = "", backend=None) -> runner.RunOutcome:
+    """`repeats` runs of a scenario loaded once (from `path` with `overrides`) into `out_dir` (created), with
+    repeat.json and repeat.md beside them. `backend`: gives each run the broker a sweep shares
+    (harness.commands.shared_broker), None: each run starts its own."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"scenario": Path(name_or_path).stem if name_or_path.endswith(".toml") else name_or_path,
-                               "overrides": [secrets.redacted_override(o) for o in overrides], "repeats": repeats, "runs": [], "verdict": "unjudged"}
+    summary: dict[str, Any] = {"scenario": path.stem,
+                               "overrides": [secrets.redacted_override(o) for o in overrides], "repeats": repeats,
+                               "runs": [], "verdict": "unjudged"}
     results, interrupted = [], False
     for i in range(1, repeats + 1):
         console.info(f"{label}repeat {i}/{repeats}")
-        outcome = runner.run_one(name_or_path, overrides, out_dir / f"r{i}", console,
-                                 backend() if backend is not None else None)
+        outcome = runner.run_loaded(scenario, path, overrides, out_dir / f"r{i}", console,
+                                    backend() if backend is not None else None)
         results.append(outcome.result)
         summary["runs"].append({"run_dir": f"r{i}", "exit_code": outcome.exit_code,
                                 "verdict": outcome.result.get("verdict"),

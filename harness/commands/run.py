@@ -23,5 +23,5 @@ def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None 
     if scenario.sweep:
         return run_sweep(scenario, name_or_path, list(overrides or []), out, console, repeat)
     if repeat and repeat > 1:
-        return run_repeats(name_or_path, list(overrides or []), repeat, new_run_dir(scenario.name, out), console)
+        return run_repeats(scenario, path, list(overrides or []), repeat, new_run_dir(scenario.name, out), console)
     return run_loaded(scenario, path, overrides, out, console)

@@ -162,8 +162,9 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
     repeat = repeat or scenario.sweep_repeat
     plans = [(values, list(overrides) + [override_text(k, v) for k, v in values.items()])
              for values in combos]
-    # every combination valid before anything starts
-    loaded = [load_scenario(name_or_path, sets)[0] for _, sets in plans]
+    # every combination loaded and valid before anything starts; each runs as loaded here
+    runs = [(values, sets, *load_scenario(name_or_path, sets)[:2]) for values, sets in plans]
+    loaded = [scenario for _, _, scenario, _ in runs]
     sweep_dir = runner.new_run_dir(scenario.name, out)
     summary: dict[str, Any] = {"scenario": scenario.name, "keys": list(scenario.sweep),
                                "overrides": [secrets.redacted_override(o) for o in overrides],  # no secret
@@ -171,7 +172,7 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
     why = reason_not_shared(loaded)  # one broker for every run when they allow it (harness.commands.shared_broker)
     summary["broker"] = {"shared": why is None, "why_not": why}
     with shared_broker(loaded, sweep_dir, console, "sweep") as shared:
-        interrupted = _run_plans(plans, name_or_path, repeat, sweep_dir, console, summary, shared)
+        interrupted = _run_plans(runs, repeat, sweep_dir, console, summary, shared)
     if not interrupted:  # an interrupted sweep stays unjudged: its missing runs were never measured
         summary["recommended"] = recommend(summary["runs"])
         summary["verdict"] = sweep_verdict(summary["runs"], summary["recommended"])
@@ -184,24 +185,25 @@ def run_sweep(scenario: Scenario, name_or_path: str, overrides: list[str], out: 
     return runner.RunOutcome(sweep_dir, summary, 130 if interrupted else exit_code(summary["verdict"]))
 
 
-def _run_plans(plans: list, name_or_path: str, repeat: int, sweep_dir: Path, console: Console, summary: dict,
-               shared) -> bool:
-    """Every combination's run(s), recorded in sweep.json after each; True when interrupted. `shared`: gives
-    each run the sweep's broker (None: each run starts its own)."""
-    for i, (values, sets) in enumerate(plans):
+def _run_plans(runs: list, repeat: int, sweep_dir: Path, console: Console, summary: dict, shared) -> bool:
+    """Every combination's run(s) (values, overrides, the scenario as loaded, its file), recorded in sweep.json
+    after each; True when interrupted. `shared`: gives each run the sweep's broker (None: each run starts its
+    own)."""
+    for i, (values, sets, scenario, path) in enumerate(runs):
         sub = sweep_dir / label(i, values)
         what = ", ".join(override_text(k, v) for k, v in values.items())
         if repeat > 1:
-            outcome = run_repeats(name_or_path, sets, repeat, sub, console,
-                                  label=f"sweep run {i + 1}/{len(plans)} ({what}): ", backend=shared)
+            outcome = run_repeats(scenario, path, sets, repeat, sub, console,
+                                  label=f"sweep run {i + 1}/{len(runs)} ({what}): ", backend=shared)
             results = [_result(sub / r["run_dir"]) for r in outcome.result["runs"]]
             row = repeated_figures(outcome.result, results)
         else:
-            console.info(f"sweep run {i + 1}/{len(plans)}: {what}")
-            outcome = runner.run_one(name_or_path, sets, sub, console, shared() if shared is not None else None)
+            console.info(f"sweep run {i + 1}/{len(runs)}: {what}")
+            outcome = runner.run_loaded(scenario, path, sets, sub, console, shared() if shared is not None else None)
             row = figures(outcome.result)
         shown = {k: toml_value(v) if isinstance(v, dict) else v for k, v in values.items()}  # a table as its text
-        summary["runs"].append({"values": secrets.redacted(shown), "run_dir": sub.name, "exit_code": outcome.exit_code, **row})
+        summary["runs"].append({"values": secrets.redacted(shown), "run_dir": sub.name, "exit_code": outcome.exit_code,
+                                **row})
         atomic.write_json(sweep_dir / "sweep.json", summary)
         if outcome.exit_code == 130:
             return True

@@ -9,14 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.check import Check, status_of
-from harness.checkers.view import RunView
+from harness.analysis.runview import RunView
 from harness.config import ConfigError, SoakSpec
-from harness.jsonl import read_jsonl
 from harness.reports.compare import compare, parse_thresholds
 
 
-def live_checks(run_dir: Path, started_at: float | None) -> list[Check]:
-    rows = read_jsonl(run_dir / "live_checks.jsonl")
+def live_checks(rows: list[dict], started_at: float | None) -> list[Check]:
+    """The soak's live evaluations (live_checks.jsonl's rows) held against the run."""
     errors = [r["error"] for r in rows if "error" in r]
     evaluations = [r for r in rows if "checks" in r]
     out = [Check("live_checks", bool(evaluations) and not errors,
@@ -89,5 +88,5 @@ def soak(run: RunView) -> list[Check]:
     if run.scenario.soak is None:
         return []
     early = [Check("ran_to_the_end", False, run.state.stopped_early)] if run.state.stopped_early else []
-    return (early + live_checks(run.run_dir, run.state.traffic_start)
+    return (early + live_checks(run.live_checks, run.state.traffic_start)
             + resource_checks(run.scenario.soak, run.resources, run.scenario.producers.duration_s))

@@ -1,6 +1,7 @@
 """A long run's directory, made by hand (no Spark, no broker): `batches` one-second micro-batches with their
-progress rows, series.json (per second, lag per sample, scan tasks), resources.jsonl and result.json, with one
-planted extreme of each kind, so a test knows, from the input alone, which values the report must still draw."""
+progress rows, series.json (per second, lag per sample, scan tasks, resources, disk), resources.jsonl and
+result.json, with one planted extreme of each kind, so a test knows, from the input alone, which values the
+report must still draw."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+
+from harness.analysis.series import disk_rows, resource_series
 
 T0 = 1_800_000_000.0
 PARTITIONS = 8
@@ -59,7 +62,6 @@ def make(run_dir: Path, batches: int, seed: int = 5) -> dict:
                         "partition": t_part.tolist(), "launch_s": (t_batch + 0.1).tolist(),
                         "duration_ms": duration.tolist(), "locality": ["PROCESS_LOCAL"] * (n * PARTITIONS),
                         "records": [375] * (n * PARTITIONS)}}
-    (run_dir / "series.json").write_text(json.dumps(series))
     samples, every = [], 5
     spike_at = (n // every) // 2
     for i in range(n // every):
@@ -70,6 +72,9 @@ def make(run_dir: Path, batches: int, seed: int = 5) -> dict:
         samples.append({"t": T0 + i * every, "procs": procs, "cost_ms": 2.0,
                         "disk": {"bytes": 1000 * i, "by_dir": {"sink": 600 * i, "checkpoint": 400 * i}}})
     (run_dir / "resources.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    # the processes and the disk over time, as the measuring step condenses the samples into series.json
+    series["resources"], series["disk"] = resource_series(samples, T0), disk_rows(samples, T0)
+    (run_dir / "series.json").write_text(json.dumps(series))
     per_batch = {str(b): {"created": (PARTITIONS if b in (0, slow) else 0)} for b in range(n)}
     result = {"scenario": "soak", "backend": "kafka", "verdict": "pass", "checks": [], "batches": n,
               "counts": {"produced": 3000 * n, "acked": 3000 * n, "delivered_unique": 3000 * n, "sink_rows": 3000 * n},

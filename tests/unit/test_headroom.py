@@ -104,7 +104,7 @@ def test_real_time_mode_keeps_its_own_batch_criterion_inside_sustained():
 
 # ---------------------------------------------------------------------------------------------- the checker
 def run_view(trigger: dict, min_headroom=None, p50=750.0, detected=True):
-    """What `headroom` reads of a run's view (harness.checkers.view.RunView)."""
+    """What `headroom` reads of a run's view (harness.analysis.runview.RunView)."""
     scenario = load_scenario("steady", [f"spark.trigger={{kind=\"{trigger['kind']}\", "
                                         f"interval=\"{trigger['interval']}\"}}"]
                              + ([f"checks.min_headroom={min_headroom}"] if min_headroom is not None else []))[0]

@@ -153,3 +153,22 @@ def test_nothing_imports_from_a_layer_above_its_own():
                 upward[a].append(f"{known[a].relative_to(ROOT)}:{line} ({LAYERS[layer_of(a)][0]}) imports {b} "
                                  f"({LAYERS[layer_of(b)][0]})")
     assert not upward, "\n".join(x for xs in upward.values() for x in xs)
+
+
+MEASURE_JUDGE_RENDER = ["harness/analysis", "harness/checkers", "harness/verdict.py", "harness/soak", "reports"]
+LONGEST = 60
+
+
+def test_no_long_function_where_a_run_is_measured_judged_or_rendered():
+    """Functions of at most LONGEST lines in the measuring, judging and rendering layers: a longer one mixes
+    concerns (issue 33: the judge that also measured, the report kept by hand beside the page)."""
+    long = []
+    for top in MEASURE_JUDGE_RENDER:
+        path = ROOT / top
+        for f in [path] if path.is_file() else sorted(path.rglob("*.py")):
+            for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                        node.end_lineno - node.lineno + 1 > LONGEST:
+                    long.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name} "
+                                f"({node.end_lineno - node.lineno + 1} lines)")
+    assert long == []

@@ -198,7 +198,7 @@ def test_the_verdict_reads_an_own_sink_through_its_reader_and_hands_the_checker_
     from types import SimpleNamespace
 
     from harness.reconcile import IncrementalChecker
-    from harness.checkers.view import read_own_sink as _read_own_sink
+    from harness.analysis.runview import read_own_sink as _read_own_sink
 
     (tmp_path / "sink").mkdir()
     upsert_job.apply_batch(tmp_path / "sink" / upsert_job.TABLE, 0, BATCH_0)

@@ -329,10 +329,16 @@ def test_the_summary_and_its_markdown():
 
 # -- rendering -----------------------------------------------------------------------------------------------------
 def _run_dir(tmp_path, samples, result_extra=None):
+    """A run directory as the measuring step leaves it: the samples summarized into result.json, condensed into
+    series.json (harness.analysis.series), and kept in resources.jsonl."""
+    from harness.analysis.series import disk_rows, resource_series
+
     result = {"scenario": "soak", "backend": "kafka", "verdict": "pass", "checks": [], "counts": {"produced": 1},
-              **(result_extra or {})}
+              **({"resources": summarize(samples)} if samples else {}), **(result_extra or {})}
     (tmp_path / "result.json").write_text(json.dumps(result))
-    (tmp_path / "series.json").write_text(json.dumps({"t0": 1000.0}))
+    series = {"t0": 1000.0, **({"resources": resource_series(samples, 1000.0), "disk": disk_rows(samples, 1000.0)}
+                               if samples else {})}
+    (tmp_path / "series.json").write_text(json.dumps(series))
     (tmp_path / "resources.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
     return tmp_path
 
@@ -349,7 +355,7 @@ def test_report_html_draws_rss_cpu_and_disk_per_role_when_the_run_was_sampled(tm
     from harness.reports.html import build_html, disk_chart, load_run, resources_chart
 
     run = load_run(_run_dir(tmp_path, SAMPLES))
-    c = resources_chart(run, [(20.0, 30.0, "broker #1")], 1000.0)
+    c = resources_chart(run, [(20.0, 30.0, "broker #1")])
     # RSS: broker 7 + driver 7 + producer 6 points; cores: 6 intervals for each of the three roles
     assert c.id == "fig-resources" and c.points == 7 + 7 + 6 + 3 * 6
     assert [line.get_label() for line in c.axes[0].get_legend().get_lines()] == ["broker", "driver", "producer"]
@@ -358,7 +364,7 @@ def test_report_html_draws_rss_cpu_and_disk_per_role_when_the_run_was_sampled(tm
     assert list(broker.get_ydata()) == [400.0] * 7
     # the broker used 2 CPU s per 10 s: 0.2 cores
     assert set(c.axes[1].get_lines()[0].get_ydata()) == {0.2}
-    d = disk_chart(run, [], 1000.0)
+    d = disk_chart(run, [])
     assert d.id == "fig-disk" and d.points == 4 * 2  # four walks, two directories
     page = build_html(tmp_path)
     for fig in ("fig-resources", "fig-disk"):
@@ -375,20 +381,19 @@ def test_report_html_leaves_resources_out_when_the_run_was_not_sampled(tmp_path)
     assert "fig-resources" not in page and "fig-disk" not in page and "<h2>Resources</h2>" not in page
 
 
-def test_report_md_has_the_resources_section_from_result_or_from_the_samples(tmp_path):
+def test_report_md_has_the_resources_section_from_the_result(tmp_path):
     from harness.reports.report import build_report
 
     result = {"scenario": "soak", "backend": "kafka", "verdict": "pass", "duration_s": 60, "batches": 3,
               "checks": [], "counts": {"produced": 1}, "latency_ms": {"p50": 1.0},
               "throughput": {"produce_eps": 1.0, "target_eps": 1.0, "process_rps": 1.0}}
     _run_dir(tmp_path, SAMPLES)
-    text = build_report(result, tmp_path)  # no `resources` in the result: computed from resources.jsonl
+    text = build_report({**result, "resources": summarize(SAMPLES)}, tmp_path)
     assert "## Resources" in text and "| broker | 1 | 400 MB | 400 MB | 400 MB | 12.0 | 0.20 | 0.20 | 10 | 5 |" in text
     stored = summarize(SAMPLES)
-    stored["roles"]["broker"]["processes"] = 3  # the stored summary wins over recomputing
+    stored["roles"]["broker"]["processes"] = 3  # the renderer draws the measured figures, never its own
     assert "| broker | 3 |" in build_report({**result, "resources": stored}, tmp_path)
-    (tmp_path / "resources.jsonl").unlink()
-    assert "## Resources" not in build_report(result, tmp_path)
+    assert "## Resources" not in build_report(result, tmp_path)  # nothing measured: no section
 
 
 def test_anonymous_memory_is_told_apart_from_file_pages_mapped_in(tmp_path):

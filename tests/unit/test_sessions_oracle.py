@@ -199,9 +199,15 @@ def test_window_state_holds_the_windows_not_yet_evicted(tmp_path):
 def view(tmp_path, oracle="sessions", failed=False, timeline=()):
     from types import SimpleNamespace
 
+    from harness.analysis.state import read_state
+
+    def no_acks():
+        raise AssertionError("the history is read only when there is a state to compare")
+
     (tmp_path / "timeline.jsonl").write_text("".join(json.dumps({"event": e}) + "\n" for e in timeline))
+    measured = None if failed or oracle == "events" else read_state(tmp_path, oracle, {}, no_acks)
     return SimpleNamespace(query_def=SimpleNamespace(oracle=oracle), run_dir=tmp_path,
-                           faults=SimpleNamespace(failed_as_expected=failed))
+                           faults=SimpleNamespace(failed_as_expected=failed), state_read=measured)
 
 
 def test_state_matches_is_unknown_never_passed_when_the_reader_ran_and_left_nothing(tmp_path):

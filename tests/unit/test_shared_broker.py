@@ -54,12 +54,12 @@ def test_a_sweep_hands_every_run_its_own_view_of_one_broker(tmp_path, monkeypatc
             return given[-1]
         yield backend
 
-    def fake_run(name, overrides, out, console, backend=None):
+    def fake_run(scenario, path, overrides, out, console, backend=None):
         asked.append(backend)
         return RunOutcome(out, {"verdict": "pass", "checks": [], "latency_ms": {"p99": 1.0}}, 0)
 
     monkeypatch.setattr(sweep, "shared_broker", one_broker)
-    monkeypatch.setattr("harness.runner.run_one", fake_run)
+    monkeypatch.setattr("harness.runner.run_loaded", fake_run)
     path = write(tmp_path, MINIMAL + '[sweep]\n"stream.partitions" = [1, 2, 3]\n')
     scenario, _, _ = load_scenario(path)
     sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True))
@@ -71,8 +71,8 @@ def test_a_sweep_hands_every_run_its_own_view_of_one_broker(tmp_path, monkeypatc
 
 def test_sweep_md_says_why_each_run_had_its_own_broker(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_SHARED_BROKER", "0")
-    monkeypatch.setattr("harness.runner.run_one", lambda name, overrides, out, console, backend=None: RunOutcome(
-        out, {"verdict": "pass", "checks": [], "latency_ms": {"p99": 1.0}}, 0))
+    monkeypatch.setattr("harness.runner.run_loaded", lambda scenario, path, overrides, out, console, backend=None:
+                        RunOutcome(out, {"verdict": "pass", "checks": [], "latency_ms": {"p99": 1.0}}, 0))
     path = write(tmp_path, MINIMAL + '[sweep]\n"stream.partitions" = [1, 2]\n')
     scenario, _, _ = load_scenario(path)
     sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True))

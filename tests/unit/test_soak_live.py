@@ -159,19 +159,17 @@ def test_final_checks_hold_every_evaluation_against_the_soak(tmp_path):
                                     {"name": "throughput", "ok": True, "judged": False, "detail": "not judged: x"}]},
             {"t": 160.0, "checks": [{"name": "no_loss", "ok": True, "judged": True, "detail": "0 acked"},
                                     {"name": "throughput", "ok": True, "judged": False, "detail": "not judged: x"}]}]
-    (tmp_path / "live_checks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    checks = {c.name: c for c in live_checks(tmp_path, started_at=70.0)}
+    checks = {c.name: c for c in live_checks(rows, started_at=70.0)}
     assert checks["live_checks"].ok and checks["live_checks"].detail.startswith("3 evaluations")
     assert not checks["live_no_loss"].ok
     assert checks["live_no_loss"].detail == "failed in 1 of 3 evaluations; first at +60 s: 7 acked"
     assert checks["live_throughput"].ok and checks["live_throughput"].detail.startswith("never judged")
 
 
-def test_a_soak_whose_live_checks_never_ran_does_not_pass_by_silence(tmp_path):
-    (checks,) = live_checks(tmp_path, started_at=None)
+def test_a_soak_whose_live_checks_never_ran_does_not_pass_by_silence():
+    (checks,) = live_checks([], started_at=None)
     assert checks.name == "live_checks" and not checks.ok
-    (tmp_path / "live_checks.jsonl").write_text(json.dumps({"t": 1.0, "error": "OSError: gone"}) + "\n")
-    assert not live_checks(tmp_path, None)[0].ok
+    assert not live_checks([{"t": 1.0, "error": "OSError: gone"}], None)[0].ok
 
 
 def test_leaks_and_disk_are_judged_and_a_long_soak_must_have_judged_a_process():

@@ -55,9 +55,8 @@ def _fake_runs(monkeypatch, verdicts):
     asked = []
     monkeypatch.setenv("HARNESS_SHARED_BROKER", "0")  # no broker started for the fake runs
 
-    def fake_run(name, overrides, out, console, backend=None):
-        asked.append((name, overrides, out))
-        load_scenario(name, overrides)  # every combination is a valid scenario
+    def fake_run(scenario, path, overrides, out, console, backend=None):
+        asked.append((scenario, overrides, out))  # the combination as the sweep loaded it, once
         verdict = verdicts[len(asked) - 1]
         code = {"pass": 0, "fail": 1, "interrupted": 130}[verdict]
         result = {"verdict": "unjudged" if code == 130 else verdict, "checks": [
@@ -66,7 +65,7 @@ def _fake_runs(monkeypatch, verdicts):
             "batches": 3, "source": {"totals": {"created": 2, "reused": 5, "mismatch": 1}}}
         return RunOutcome(out, result, code)
 
-    monkeypatch.setattr("harness.runner.run_one", fake_run)
+    monkeypatch.setattr("harness.runner.run_loaded", fake_run)
     return asked
 
 
@@ -79,6 +78,7 @@ def test_a_sweep_runs_every_combination_and_compares_them(tmp_path, monkeypatch)
         ["producers.duration_s=5", "spark.source_options.maxOffsetsPerTrigger=10"],
         ["producers.duration_s=5", "spark.source_options.maxOffsetsPerTrigger=20"]]
     assert [a[2].name for a in asked] == ["00-maxOffsetsPerTrigger=10", "01-maxOffsetsPerTrigger=20"]
+    assert [a[0].spark.source_options["maxOffsetsPerTrigger"] for a in asked] == [10, 20]
     saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
     assert outcome.exit_code == 1 and saved["verdict"] == "fail" and saved["planned"] == 2
     assert [(r["values"], r["verdict"], r["process_rps"], r["receivers_reused"]) for r in saved["runs"]] == [
@@ -137,14 +137,14 @@ def _answers(monkeypatch, results):
     asked = []
     monkeypatch.setenv("HARNESS_SHARED_BROKER", "0")  # no broker started for the fake runs
 
-    def fake_run(name, overrides, out, console, backend=None):
+    def fake_run(scenario, path, overrides, out, console, backend=None):
         asked.append(overrides)
         out.mkdir(parents=True, exist_ok=True)
         result = results[len(asked) - 1]
         (out / "result.json").write_text(json.dumps(result))
         return RunOutcome(out, result, 0 if result["verdict"] == "pass" else 1)
 
-    monkeypatch.setattr("harness.runner.run_one", fake_run)
+    monkeypatch.setattr("harness.runner.run_loaded", fake_run)
     return asked
 
 
@@ -212,3 +212,23 @@ def test_harness_run_repeat_runs_the_scenario_n_times_into_one_directory(tmp_pat
     assert saved["verdict"] == "pass" and saved["noise"]["p99"]["mean"] == 110.0 and saved["noise"]["p99"]["sd"] == 10.0
     assert main(["run", path, "--repeat", "0", "--out", str(tmp_path / "none")]) == 2
     assert "--repeat 0: how many times to run the scenario, 1 to 64" in capsys.readouterr().err
+
+
+def test_a_sweep_loads_each_combination_once_and_runs_it_as_loaded(tmp_path, monkeypatch):
+    """A scenario is loaded and validated once and passed as a value: the sweep's own load of each combination (all
+    before the first run) is the only one; the runs, repeats included, get the loaded scenario."""
+    path = write(tmp_path, MINIMAL + '[sweep]\nrepeat = 2\n"stream.partitions" = [1, 2]\n')
+    loads = []
+    real = sweep.load_scenario
+
+    def counting(name, overrides=None):
+        loads.append(list(overrides or []))
+        return real(name, overrides)
+
+    monkeypatch.setattr(sweep, "load_scenario", counting)
+    monkeypatch.setattr("harness.config.load_scenario", lambda *a, **k: pytest.fail("loaded again"))
+    asked = _fake_runs(monkeypatch, ["pass"] * 4)
+    scenario, _, _ = load_scenario(path)
+    sweep.run_sweep(scenario, path, [], tmp_path / "out", Console(quiet=True))
+    assert loads == [["stream.partitions=1"], ["stream.partitions=2"]]
+    assert [a[0].stream.partitions for a in asked] == [1, 1, 2, 2]

@@ -14,7 +14,7 @@ import pytest
 
 from harness.config import Scenario
 from harness.result import SCHEMA_VERSION, RunResult
-from harness.verdict import judge
+from harness.runner import measure_and_judge as judge
 from harness.history import ACK_COLUMNS
 
 STREAM = "events"

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from harness import calibration
 from harness.backends.base import Backend, BackendSpec
 from harness.backends.capabilities import Capability, EmulatorControl, EpochReceivers
 from harness.backends.eventhubs.kafka_endpoint import PRODUCER_SET_BY_HARNESS, SET_BY_HARNESS as KAFKA_SET_BY_HARNESS
@@ -32,7 +33,9 @@ _PLACEHOLDER = "Endpoint=sb://validation.invalid/;SharedAccessKeyName=k;SharedAc
 
 
 _AMQP = {"sender": "harness.backends.eventhubs.sender:EventHubsSender", "batch_cap_option": "maxEventsPerTrigger",
-         "batch_cap_exact": True, "placement": "eventhubs", "spark_jars": ()}
+         "batch_cap_exact": True, "placement": "eventhubs", "spark_jars": (),
+         # the SDK encodes AMQP in pure Python: its own cost per event is a floor (harness.calibration)
+         "producer_client_floor": "azure-eventhub"}
 # through the Kafka endpoint: the Kafka backend's producer, key placement (librdkafka's murmur2, the client picks
 # the partition), Spark's Kafka source and its cap (shared out per partition, rounded up: not exact)
 _KAFKA = {name: getattr(KafkaSpec, name) for name in _AMQP}
@@ -58,6 +61,8 @@ class EventHubsSpec(BackendSpec):
     batch_cap_exact = property(lambda self: self._by_protocol["batch_cap_exact"])  # type: ignore[assignment]
     placement = property(lambda self: self._by_protocol["placement"])  # type: ignore[assignment]
     spark_jars = property(lambda self: self._by_protocol["spark_jars"])  # type: ignore[assignment]
+    producer_client_floor = property(  # type: ignore[assignment]
+        lambda self: self._by_protocol["producer_client_floor"])
 
     kind: Literal["eventhubs"] = Field(description="eventhubs: Azure Event Hubs (the project's emulator, a real "
                                                    "namespace or Microsoft's emulator)")
@@ -83,6 +88,15 @@ class EventHubsSpec(BackendSpec):
     @property
     def _by_protocol(self) -> dict:
         return _KAFKA if self.protocol == "kafka" else _AMQP
+
+    def producer_floor_calibration(self) -> str | None:
+        return calibration.eh_producers(self.send) if self.producer_client_floor else None
+
+    def consumers_unrecorded(self) -> str | None:
+        if self.protocol != "kafka":
+            return None
+        return ("Kafka consumers created: unknown (no connection records: only the project's emulator writes them, "
+                "services/eventhubs/kafka-connections.jsonl; a namespace's Kafka endpoint cannot be watched)")
 
     @property
     def data_loss_failure(self) -> str:

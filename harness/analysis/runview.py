@@ -1,5 +1,6 @@
-"""The run as the checkers see it: read once from the run directory and the run's state, the history reconciled
-with the sink (harness.reconcile), every figure a checker judges computed. A checker never reads a file itself.
+"""The run as the checkers see it: read once from the run directory and the run's state by the measuring step
+(harness.analysis.measure), the history reconciled with the sink (harness.reconcile), every figure a checker judges
+computed. A checker never reads a file itself.
 
 Whatever cannot be read raises `Unjudgeable`, naming what was being read; the judge turns it into an unjudged
 result that keeps what was computed before.
@@ -63,7 +64,7 @@ class RunView:
     run_dir: Path
     state: RunState
     query_def: QueryDef
-    oracle: Any  # harness.checkers.oracle: what judges the query's output (`per_event`: one row per event)
+    per_event: bool  # the query's oracle is the events oracle: its output is one row per event
     faults: FaultFacts
     progress: list[dict]
     t0: float  # epoch s: the producers' start (the first progress record's time without producers)
@@ -79,8 +80,11 @@ class RunView:
     source: dict[str, Any] = field(default_factory=dict)  # the source's own task records, summarized
     source_records: list[dict] = field(default_factory=list)
     resources: dict[str, Any] = field(default_factory=dict)  # every process's RSS/CPU/fds, disk, leaks
+    resource_samples: list[dict] = field(default_factory=list)  # resources.jsonl, for the series
     clocks: dict[str, Any] | None = None  # producers on other machines: offsets measured and corrected
-    oracle_outcome: dict[str, Any] | None = None  # what a user's oracle returned (result.json `oracle`)
+    oracle_outcome: dict[str, Any] | None = None  # what a query's own oracle returned (result.json `oracle`)
+    state_read: dict[str, Any] | None = None  # the query's final state against its oracle's (harness.analysis.state)
+    live_checks: list[dict] = field(default_factory=list)  # a soak's live evaluations (live_checks.jsonl)
     lag_samples: list[dict] = field(default_factory=list)  # the broker's end offsets, about once a second
     performance: Performance | None = None  # steady state, start-up, recovery per fault, keeping up
     warmup_s: float = 0.0  # the warm-up the traffic had: producers.warmup_s, or a caught_up one's (measure.json)
@@ -104,26 +108,54 @@ def read_faults(run_dir: Path, query: dict) -> FaultFacts:
     return FaultFacts(records, effects, expected, failed)
 
 
-def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: QueryDef, oracle, faults: FaultFacts,
+def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: QueryDef, faults: FaultFacts,
              clock_threshold_ms: float) -> RunView:
     """Everything the checkers judge, reconciled once (out of core: a DuckDB file in a temporary directory)."""
     if state.positions_error:
         raise Unjudgeable(f"the events' positions could not be read back from the service (their sends reported "
                           f"none): {state.positions_error}")
-    # which fault record each declared loss range came from (a fault's recovery counts its own losses)
-    range_fault = [i for i, f in enumerate(faults.records) if f["injected_at"] is not None
-                   for _ in Effect.from_dict(f["effect"]).loss]
-    expected = Expectations(
-        loss=[r for e in faults.effects for r in e.loss],
-        failure_windows_ms=[((f.get("inject_started_at") or f["injected_at"]) * 1000.0,
-                             (f["healed_at"] or state.ended_at) * 1000.0 + SEND_FAILURE_GRACE_MS)
-                            for f in faults.records if f["injected_at"] is not None and f["effect"].get("send_failures")],
-        generations_ms=[e.new_generation_ms for e in faults.effects if e.new_generation_ms is not None],
-        duplicates=[r for e in faults.effects for r in e.duplicates],
-        read_up_to=({int(p): o for p, o in ckpt.committed(run_dir / "checkpoint").get(scenario.stream.name,
-                                                                                       {}).items()}
-                    if faults.failed_as_expected else None),
-    )
+    per_event = query_def.oracle == "events"  # the events oracle: the output is one row per event
+    traffic = read_traffic(scenario, run_dir)
+    with IncrementalChecker() as checker:
+        with reading("reading the producers' history (producers/acks-*.arrows, or acks-*.csv of older runs)"):
+            clock_plan = clocks.plan(run_dir / "producers", clock_threshold_ms)
+            # every machine's files (subdirectories gathered from producer machines), on the reference clock
+            checker.add_acks(clocks.corrected_batches(run_dir / "producers", clock_plan))
+            checker.set_placements(load_placements(run_dir / "placements"))
+        own_sink = add_output(scenario, run_dir, query_def, checker, per_event)
+        with reading("reconciling the history with the sink"):
+            rec = checker.reconcile(expectations(scenario, run_dir, state, faults),
+                                    measured_from_ms=traffic.measured_from_ms, t0=traffic.t0)
+            # events a fault wrote itself (producer index >= FAULT_PRODUCER_BASE) are history, not the processes'
+            process_rows = checker.ack_count(producer_below=FAULT_PRODUCER_BASE)
+            acked = rec.acked if traffic.measured_from_ms is None else \
+                checker.ack_count(ok_only=True, intended_from_ms=traffic.measured_from_ms)
+    if not per_event:  # the output is not one row per event (its oracle judges it): no event
+        rec.lost = rec.expected_lost = rec.unread = 0  # is lost for want of a row of its own
+        rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
+        rec.lost_by_ack_second, rec.expected_lost_by_range = {}, {}
+    view = RunView(scenario, run_dir, state, query_def, per_event, faults, traffic.progress, traffic.t0,
+                   traffic.measured_from_ms, traffic.target, traffic.fleet, traffic.producers, process_rows, acked,
+                   rec, clock_plan, own_sink, warmup_s=traffic.warmup_s, warmup_end=traffic.warmup_end)
+    view.clocks = clock_section(clock_plan, run_dir, per_event and query_def.read_sink is None)
+    add_run_figures(view)
+    return view
+
+
+@dataclass
+class Traffic:
+    """What the producers' records say of the traffic: its start, warm-up and measured window, its target."""
+    fleet: ProducerFleet | None
+    producers: dict[str, Any]  # the producer processes' merged summary
+    progress: list[dict]
+    t0: float
+    warmup_s: float
+    warmup_end: dict[str, Any] | None
+    target: float
+    measured_from_ms: float | None
+
+
+def read_traffic(scenario: Scenario, run_dir: Path) -> Traffic:
     fleet = ProducerFleet.read(run_dir / "producers")
     producers = fleet.merged_summary() if fleet else {}
     warmup, duration = (fleet.warmup_s() if fleet else scenario.producers.warmup_s), scenario.producers.duration_s
@@ -136,67 +168,83 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
     progress = read_jsonl(run_dir / "progress.jsonl")
     stamps = [epoch_s(p["timestamp"]) for p in progress if "timestamp" in p]
     t0 = float(fleet.job.get("start_at", 0.0)) if fleet else (stamps[0] if stamps else 0.0)
-    with IncrementalChecker() as checker:
-        with reading("reading the producers' history (producers/acks-*.arrows, or acks-*.csv of older runs)"):
-            clock_plan = clocks.plan(run_dir / "producers", clock_threshold_ms)
-            # every machine's files (subdirectories gathered from producer machines), on the reference clock
-            checker.add_acks(clocks.corrected_batches(run_dir / "producers", clock_plan))
-            checker.set_placements(load_placements(run_dir / "placements"))
-        own_sink = None
-        if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
-            with reading("reading the query's own sink (its read_sink)"):
-                own_sink = read_own_sink(query_def, run_dir, scenario, checker, oracle.per_event)
-        elif scenario.spark.sink == "kafka":  # the output topic as the run read it (harness.kafkaout)
-            with reading(f"reading the Kafka sink's output (sink/{kafkaout.OUTPUT_FILE}, the output topic as the "
-                         "run read it when the query had stopped)"):
-                own_sink = add_frame(kafkaout.read_output(run_dir / "sink"), checker, oracle.per_event,
-                                     "the Kafka sink's records (their values' JSON)")
-        elif oracle.per_event or rows_are_events(run_dir / "sink"):
-            # an output judged by a user's oracle that still has one row per event (an event id, its partition
-            # and offset) gives the checker its commit times: latency is measured as for the events oracle
-            with reading("reading the sink (the files its _spark_metadata log lists)"):
-                checker.add_sink(run_dir / "sink")
-        with reading("reconciling the history with the sink"):
-            rec = checker.reconcile(expected, measured_from_ms=measured_from_ms, t0=t0)
-            # events a fault wrote itself (producer index >= FAULT_PRODUCER_BASE) are history, not the processes'
-            process_rows = checker.ack_count(producer_below=FAULT_PRODUCER_BASE)
-            acked = rec.acked if measured_from_ms is None else \
-                checker.ack_count(ok_only=True, intended_from_ms=measured_from_ms)
-    if not oracle.per_event:  # the output is not one row per event (its oracle judges it): no event
-        rec.lost = rec.expected_lost = rec.unread = 0  # is lost for want of a row of its own
-        rec.lost_by_partition, rec.expected_lost_by_partition = {}, {}
-        rec.lost_by_ack_second, rec.expected_lost_by_range = {}, {}
-    view = RunView(scenario, run_dir, state, query_def, oracle, faults, progress, t0, measured_from_ms, target, fleet,
-                   producers, process_rows, acked, rec, clock_plan, own_sink)
-    view.warmup_s, view.warmup_end = warmup, warmup_end
-    view.clocks = clock_section(clock_plan, run_dir, oracle.per_event and query_def.read_sink is None)
+    return Traffic(fleet, producers, progress, t0, warmup, warmup_end, target, measured_from_ms)
+
+
+def expectations(scenario: Scenario, run_dir: Path, state: RunState, faults: FaultFacts) -> Expectations:
+    """What the faults declared: loss ranges, windows in which sends may fail, new generations, duplicates, and
+    (a query that stopped with a declared failure) how far its checkpoint says it read."""
+    return Expectations(
+        loss=[r for e in faults.effects for r in e.loss],
+        failure_windows_ms=[((f.get("inject_started_at") or f["injected_at"]) * 1000.0,
+                             (f["healed_at"] or state.ended_at) * 1000.0 + SEND_FAILURE_GRACE_MS)
+                            for f in faults.records
+                            if f["injected_at"] is not None and f["effect"].get("send_failures")],
+        generations_ms=[e.new_generation_ms for e in faults.effects if e.new_generation_ms is not None],
+        duplicates=[r for e in faults.effects for r in e.duplicates],
+        read_up_to=({int(p): o for p, o in ckpt.committed(run_dir / "checkpoint").get(scenario.stream.name,
+                                                                                       {}).items()}
+                    if faults.failed_as_expected else None),
+    )
+
+
+def add_output(scenario: Scenario, run_dir: Path, query_def: QueryDef, checker: IncrementalChecker,
+               per_event: bool) -> pd.DataFrame | None:
+    """The query's output into the checker: a query's own sink (its read_sink), the Kafka sink's output topic as
+    the run read it, or the Parquet sink's files when its rows are events. What an own sink or the output topic
+    returned is kept for the oracle."""
+    if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
+        with reading("reading the query's own sink (its read_sink)"):
+            return read_own_sink(query_def, run_dir, scenario, checker, per_event)
+    if scenario.spark.sink == "kafka":  # the output topic as the run read it (harness.kafkaout)
+        with reading(f"reading the Kafka sink's output (sink/{kafkaout.OUTPUT_FILE}, the output topic as the "
+                     "run read it when the query had stopped)"):
+            return add_frame(kafkaout.read_output(run_dir / "sink"), checker, per_event,
+                             "the Kafka sink's records (their values' JSON)")
+    if per_event or rows_are_events(run_dir / "sink"):
+        # an output judged by a user's oracle that still has one row per event (an event id, its partition
+        # and offset) gives the checker its commit times: latency is measured as for the events oracle
+        with reading("reading the sink (the files its _spark_metadata log lists)"):
+            checker.add_sink(run_dir / "sink")
+    return None
+
+
+def add_run_figures(view: RunView) -> None:
+    """The figures read beside the reconciliation: resources, the source's tasks, the broker's lag, and the
+    performance (steady state, recovery per fault, keeping up) when producers ran."""
+    scenario, run_dir, state, rec = view.scenario, view.run_dir, view.state, view.rec
     soak = scenario.soak
     try:  # a figure for every run; judged (leaks, disk) for a soak
+        view.resource_samples = load_resources(run_dir)
         view.resources = summarize_resources(
-            load_resources(run_dir), t0=state.traffic_start,
+            view.resource_samples, t0=state.traffic_start,
             **({"after_s": soak.leak_after_s, "max_growth_mb_per_h": soak.leak_mb_per_h} if soak else {}))
     except Exception as exc:  # noqa: BLE001
         view.resources = {"error": f"reading resources.jsonl failed: {exc!r}"}
     with reading("reading the source's task records (source-metrics/)"):
         view.source_records = read_tasks(run_dir)
-        view.source = source_summary(view.source_records, progress, scenario.stream.name)
+        view.source = source_summary(view.source_records, view.progress, scenario.stream.name)
     view.lag_samples = read_jsonl(run_dir / "lag.jsonl")
-    if fleet:
-        by_fault: dict[int, int] = {}
-        for idx, n in rec.expected_lost_by_range.items():
-            by_fault[range_fault[idx]] = by_fault.get(range_fault[idx], 0) + n
-        trigger = scenario.spark.trigger
-        with reading("working out the performance figures (steady state, recovery per fault, keeping up)"):
-            view.performance = performance(
-                per_second=rec.latency.per_second, measured_latency=rec.latency.latency, t0=t0, warmup_s=warmup,
-                duration_s=duration, progress=progress, lag_samples=view.lag_samples, faults=faults.records,
-                trigger_interval_ms=(spark_interval_ms(trigger.interval)  # realTime: its batch duration
-                                     if trigger.kind in ("processingTime", "realTime") else None),
-                run_started=(state.ended_at - state.elapsed_s) if state.ended_at else None,
-                run_end=state.ended_at or (t0 + warmup + duration), expected_lost_by_fault=by_fault,
-                lost_by_ack_second=rec.lost_by_ack_second, duplicate_commits_ms=rec.duplicate_commits,
-                warmup_end=warmup_end)
-    return view
+    if view.fleet is None:
+        return
+    # which fault record each declared loss range came from (a fault's recovery counts its own losses)
+    range_fault = [i for i, f in enumerate(view.faults.records) if f["injected_at"] is not None
+                   for _ in Effect.from_dict(f["effect"]).loss]
+    by_fault: dict[int, int] = {}
+    for idx, n in rec.expected_lost_by_range.items():
+        by_fault[range_fault[idx]] = by_fault.get(range_fault[idx], 0) + n
+    trigger, duration = scenario.spark.trigger, scenario.producers.duration_s
+    with reading("working out the performance figures (steady state, recovery per fault, keeping up)"):
+        view.performance = performance(
+            per_second=rec.latency.per_second, measured_latency=rec.latency.latency, t0=view.t0,
+            warmup_s=view.warmup_s, duration_s=duration, progress=view.progress, lag_samples=view.lag_samples,
+            faults=view.faults.records,
+            trigger_interval_ms=(spark_interval_ms(trigger.interval)  # realTime: its batch duration
+                                 if trigger.kind in ("processingTime", "realTime") else None),
+            run_started=(state.ended_at - state.elapsed_s) if state.ended_at else None,
+            run_end=state.ended_at or (view.t0 + view.warmup_s + duration), expected_lost_by_fault=by_fault,
+            lost_by_ack_second=rec.lost_by_ack_second, duplicate_commits_ms=rec.duplicate_commits,
+            warmup_end=view.warmup_end)
 
 
 def clock_section(clock_plan: clocks.ClockPlan, run_dir: Path, sink_rows_are_events: bool) -> dict | None:

@@ -1,0 +1,184 @@
+"""The measuring step: a finished run's directory read once into its view (harness.analysis.runview) and every
+figure and series made once (harness.analysis.figures), before anything is judged. The judge
+(harness.verdict) is then a pure function of what this returns; `write_measured` is the one place the step's
+own files are written (series.json, producers/per_second.json, and judge-error.txt when the run could not be
+read).
+
+Whatever goes wrong while reading (a malformed sink row, an unreadable file) still yields a measurement: the
+figures computed before the problem, and the problem, which the judge turns into an `unjudged` verdict.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness import atomic, clocks, environment
+from harness.analysis.figures import Drawn, fill_figures
+from harness.analysis.runview import (OWN_SINK_EVENT_COLUMNS, RunView, Unjudgeable, read_faults, read_run, reading,
+                                      rows_are_events)
+from harness.analysis.state import read_state
+from harness.config import Scenario
+from harness.history import torn_tail
+from harness.jsonl import read_jsonl, unreadable_in
+from harness.oracles import run_oracle
+from harness.placements import apply_placements, load_placements
+from harness.queries import resolve
+from harness.result import RunResult
+from harness.runstate import RunState
+from harness.sink import missing_files
+from harness.spark.state_reader import STATE_ORACLES
+
+
+@dataclass
+class Measured:
+    """A run as measured: the result with its figures (no checks yet), the view the checkers judge (None when
+    the run could not be read), what the report draws, and why the run cannot be judged when it cannot."""
+    scenario: Scenario
+    run_dir: Path
+    state: RunState
+    result: RunResult
+    view: RunView | None = None
+    drawn: Drawn | None = None
+    problem: str | None = None  # why the run could not be read or measured: the unjudged reason
+    trace: str | None = None  # ... and where (judge-error.txt)
+
+
+def measure(scenario: Scenario, run_dir: Path, state: RunState | dict,
+            clock_threshold_ms: float | None = None) -> Measured:
+    """`clock_threshold_ms`: the clock skew between machines past which a producer machine's times are corrected
+    (harness.clocks; default DEFAULT_THRESHOLD_MS)."""
+    state = state if isinstance(state, RunState) else RunState.from_dict(state)
+    result = RunResult(scenario=scenario.name, backend=scenario.backend.kind, verdict="unjudged",
+                       run_dir=str(run_dir), duration_s=round(state.elapsed_s, 3),
+                       traffic_s=scenario.producers.duration_s, backend_info=state.backend,
+                       end_offsets={str(k): v for k, v in state.end_offsets.items()}, versions=_versions(),
+                       environment=environment.read(run_dir))
+    describe_query(result, scenario, state)
+    result.unreadable = unreadable(run_dir)
+    out = Measured(scenario, run_dir, state, result)
+    try:
+        query_def = resolve(scenario.spark.query)
+        result.query.oracle = str(query_def.oracle)
+        fault_facts = read_faults(run_dir, state.query)
+        result.faults = fault_facts.records  # type: ignore[assignment]
+        view = read_run(scenario, run_dir, state, query_def, fault_facts,
+                        clocks.DEFAULT_THRESHOLD_MS if clock_threshold_ms is None else clock_threshold_ms)
+        out.drawn = fill_figures(result, view)  # kept when what follows cannot be read
+        if not state.interrupted:  # stopped from outside: what was measured, nothing more to judge
+            read_judged_outputs(view)
+        out.view = view
+    except Exception as exc:  # noqa: BLE001 - the run still gets its result.json, saying why it is unjudged
+        out.problem = str(exc) if isinstance(exc, Unjudgeable) else f"{type(exc).__name__}: {exc}"
+        out.trace = traceback.format_exc()
+    return out
+
+
+def read_judged_outputs(view: RunView) -> None:
+    """What the oracle, the state check and a soak's live checks judge, read into the view: a query's own oracle's
+    outcome, its final state against the history's, the live evaluations."""
+    run_dir = view.run_dir
+    oracle = view.query_def.oracle
+    if view.scenario.soak is not None:
+        view.live_checks = read_jsonl(run_dir / "live_checks.jsonl")
+    wants_state = oracle in STATE_ORACLES and not view.faults.failed_as_expected
+    if oracle == "events" and not wants_state:
+        return
+    acks = None
+    if oracle != "events":
+        with reading("reading the producers' history for the query's oracle"):
+            acks = acked_frame(view)
+        view.oracle_outcome = oracle_outcome(view, acks)
+    if wants_state:
+        view.state_read = read_state(run_dir, oracle, dict(view.scenario.spark.query_params),
+                                     lambda: acks if acks is not None else acked_frame(view))
+
+
+def acked_frame(view: RunView) -> pd.DataFrame:
+    """The acked events (placements applied), on the reference clock: what an oracle computes its output from."""
+    acks = apply_placements(clocks.acks_frame(view.run_dir / "producers", view.clock_plan),
+                            load_placements(view.run_dir / "placements"))
+    return acks[acks["error"] == ""]
+
+
+def oracle_outcome(view: RunView, acks: pd.DataFrame) -> dict:
+    """What the query's own oracle returns for its output (result.json `oracle`), with where latency came from."""
+    own = view.own_sink
+    outcome = run_oracle(view.query_def.oracle, acks, view.run_dir, dict(view.scenario.spark.query_params),
+                         sink=own)
+    has_columns = own is not None and all(c in own.columns for c in OWN_SINK_EVENT_COLUMNS)
+    if own is not None and view.scenario.spark.sink == "kafka":  # the output topic (harness.kafkaout)
+        outcome.setdefault("latency", "measured: each record's broker append time in the output topic"
+                           if has_columns else "not measured: the Kafka sink's records carry no "
+                           f"{', '.join(OWN_SINK_EVENT_COLUMNS[:4])} each")
+    elif own is not None:
+        outcome.setdefault("latency", "measured: each row's commit_ms from the query's own sink" if has_columns else
+                           f"not measured: read_sink gave no {', '.join(OWN_SINK_EVENT_COLUMNS)} per row")
+    else:
+        outcome.setdefault("latency", "measured: the sink's rows are events (commit time of their batch)"
+                           if rows_are_events(view.run_dir / "sink") else
+                           "not measured: the sink's rows are not one per event (no event id, partition, offset)")
+    return outcome
+
+
+def write_measured(measured: Measured) -> None:
+    """The measuring step's files: series.json (what the report draws), producers/per_second.json (the producers'
+    rate each second), and judge-error.txt (the traceback) when the run could not be read."""
+    run_dir = measured.run_dir
+    if measured.trace is not None:
+        try:
+            atomic.write_text(run_dir / "judge-error.txt", measured.trace)
+        except OSError as exc:  # a full disk: said here, and result.json (if it can be written) says why
+            print(f"error: writing {run_dir / 'judge-error.txt'} failed: {exc}", file=sys.stderr)
+    drawn = measured.drawn
+    if drawn is None:
+        return
+    if drawn.per_second is not None:
+        atomic.write_text(run_dir / "producers" / "per_second.json", json.dumps(drawn.per_second))
+    atomic.write_json(run_dir / "series.json", drawn.series)
+
+
+def unreadable(run_dir: Path) -> list[dict]:
+    """What the judge leaves out because it cannot be read (result.json `unreadable`): sink files the log lists
+    that the run directory lacks (their rows count as lost), the producers' ack logs' torn tails, then torn or
+    garbled JSON lines."""
+    out = [{"file": f"sink/{m['file']}", "count": 1, "batch": m["batch"],
+            "detail": f"listed in sink/_spark_metadata (batch {m['batch']}) but not in this run directory's sink/: "
+                      "its rows are missing (counted as lost)"} for m in missing_files(run_dir / "sink")]
+    producers = run_dir / "producers"
+    for path in sorted(producers.rglob("acks-*.arrows")) + sorted(producers.rglob("acks-*.csv")):
+        torn = torn_tail(path)
+        if torn:
+            out.append({**torn, "file": str(path.relative_to(run_dir))})
+    return out + unreadable_in(run_dir)
+
+
+def describe_query(result: RunResult, scenario: Scenario, state: RunState) -> None:
+    q = state.query or {}
+    result.query.name = scenario.spark.query
+    result.query.trigger = scenario.spark.trigger.kind
+    result.query.final_state = q.get("state")
+    result.query.exit_code = q.get("exit_code")
+    result.query.error = q.get("error")
+    result.query.kills = q.get("kills", 0)
+    result.query.restarts = q.get("restarts", 0)
+    result.query.error_class = error_class(result.query.error)
+
+
+def error_class(error: str | None) -> str | None:
+    """Spark's error class as it prints it: '[KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE] Some data ...'."""
+    if not error:
+        return None
+    m = re.search(r"\[([A-Z][A-Z0-9_]+(?:\.[A-Z0-9_]+)*)\]", error)
+    return m.group(1) if m else None
+
+
+def _versions() -> dict:
+    import pyspark
+
+    return {"pyspark": pyspark.__version__, "python": sys.version.split()[0]}
