@@ -83,9 +83,10 @@ class IncrementalChecker:
     def add_acks(self, batches: Iterable[pa.RecordBatch]) -> int:
         return self.store.add_acks(batches)
 
-    def add_sink_batch(self, batch_id: int, commit_ms: float, files: list[str]) -> int:
+    def add_sink_tables(self, batch_id: int, commit_ms: float, tables: list[tuple[str, pa.Table]]) -> int:
+        """One committed sink batch, its files read by the caller: (name, table) each."""
         self._sink_batches.add(int(batch_id))
-        return self.store.add_sink_batch(batch_id, commit_ms, [local_path(f) for f in files])
+        return self.store.add_sink_tables(commit_ms, tables)
 
     def add_sink(self, sink_dir: Path) -> int:
         """Every batch of the sink's log not added yet (harness.sink.batch_log order)."""

@@ -159,11 +159,6 @@ class CheckStore:
                 self.con.unregister("_failed_in")
             self._failed = []
 
-    def add_sink_batch(self, batch_id: int, commit_ms: float, files: list[str]) -> int:
-        """One committed sink batch (harness.sink.batch_log): its Parquet files, read by pyarrow, staged.
-        Returns the rows added. A file lacking a required column is an error."""
-        return self.add_sink_batches([(commit_ms, files)])
-
     def add_sink_batches(self, batches: list[tuple[float, list[str]]]) -> int:
         """Committed sink batches (commit time, files) in the sink log's order, their files read on `threads`
         threads and staged in order."""
@@ -183,6 +178,14 @@ class CheckStore:
             while queue:
                 added += self._stage_sink(*queue.popleft().result())
         return added
+
+    def add_sink_tables(self, commit_ms: float, tables: list[tuple[str, pa.Table]]) -> int:
+        """One committed sink batch whose files the caller has read already, (name, table) each (a soak's live
+        checker reads each file once, for its latency as well), staged as add_sink_batches stages files."""
+        base = self._sink_ord << 40
+        self._sink_ord += 1
+        return sum(self._stage_sink(*_prepare_sink(_event_columns(name, t), float(commit_ms), base + (i << 28)))
+                   for i, (name, t) in enumerate(tables))
 
     def add_sink_frame(self, sink: pd.DataFrame) -> int:
         """Sink rows as a frame (producer, seq, partition, offset, commit_ms), in the sink log's order."""
@@ -576,12 +579,24 @@ def _prepare_acks(table: pa.Table, arid0: int) -> tuple[int, int, pa.Table | Non
         "ack_ms": ack, "pub": bucket_index_ms(produce - intended)}
 
 
+SINK_EVENT_COLUMNS = ["producer", "seq", "partition", "offset"]
+
+
 def _read_sink_file(name: str) -> pa.Table:
     pf = pq.ParquetFile(name)
-    missing = [c for c in ("producer", "seq", "partition", "offset") if c not in pf.schema_arrow.names]
+    _check_columns(name, pf.schema_arrow.names)
+    return pf.read(columns=SINK_EVENT_COLUMNS, use_threads=False)
+
+
+def _event_columns(name: str, table: pa.Table) -> pa.Table:
+    _check_columns(name, table.column_names)
+    return table.select(SINK_EVENT_COLUMNS)
+
+
+def _check_columns(name: str, present: list[str]) -> None:
+    missing = [c for c in SINK_EVENT_COLUMNS if c not in present]
     if missing:
         raise ValueError(f"sink file {name} lacks the column(s) {', '.join(missing)}")
-    return pf.read(columns=["producer", "seq", "partition", "offset"], use_threads=False)
 
 
 def _prepare_sink(t: pa.Table, commit_ms, rid0: int) -> tuple[int, int, dict | None]:

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from harness.check import Check
 from harness.reconcile import Expectations, IncrementalChecker, Reconciliation
+from harness.reconcile.store import SINK_EVENT_COLUMNS
 from harness.config import Scenario
 from harness.effects import Effect
 from harness.faults.nemesis import recorded_faults
@@ -91,9 +92,12 @@ class LiveChecker:
 
     def ingest(self) -> None:
         for batch_id, commit_ms, files in self.sink.new_batches():
-            self.engine.add_sink_batch(batch_id, commit_ms, files)
-            for path in files:
-                intended = pq.read_table(local_path(path), columns=["intended_ms"]).column(0).to_numpy()
+            # each file read once: the engine's event columns and the events' intended times for the latency
+            tables = [(path, pq.read_table(local_path(path), columns=[*SINK_EVENT_COLUMNS, "intended_ms"]))
+                      for path in files]
+            self.engine.add_sink_tables(batch_id, commit_ms, tables)
+            for _, table in tables:
+                intended = table.column("intended_ms").to_numpy()
                 self.commits.append((np.full(len(intended), commit_ms), commit_ms - intended))
         batches = self.history.new_batches()
         self.engine.add_acks(batches)
