@@ -41,7 +41,7 @@ from harness.jsonl import read_jsonl, unreadable_in
 from harness.queries import resolve
 from harness.result import RunResult
 from harness.runstate import RunState
-from harness.sink import missing_files
+from harness.sinks.parquet.files import missing_files
 from harness.soak.checks import soak
 
 # the verdict, in the order result.json lists its checks

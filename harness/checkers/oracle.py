@@ -12,6 +12,7 @@ from harness.checkers.events import delivery_checks
 from harness.checkers.view import OWN_SINK_EVENT_COLUMNS, RunView, reading, rows_are_events
 from harness.oracles import run_oracle
 from harness.placements import apply_placements, load_placements
+from harness.sinks import sink_part
 
 
 class EventsOracle:
@@ -36,10 +37,9 @@ class OutputOracle:
                                     load_placements(run.run_dir / "placements"))
         outcome = run_oracle(self.name, acks[acks["error"] == ""], run.run_dir, dict(run.scenario.spark.query_params),
                              sink=run.own_sink)
-        if run.own_sink is not None and run.scenario.spark.sink == "kafka":  # the output topic (harness.kafkaout)
-            outcome.setdefault("latency", "measured: each record's broker append time in the output topic" if all(
-                c in run.own_sink.columns for c in OWN_SINK_EVENT_COLUMNS) else
-                f"not measured: the Kafka sink's records carry no {', '.join(OWN_SINK_EVENT_COLUMNS[:4])} each")
+        sink = sink_part(run.scenario.spark.sink)
+        if run.own_sink is not None and sink.reads_output_after_run:  # e.g. the output topic (harness.sinks)
+            outcome.setdefault("latency", sink.latency_source(run.own_sink))
         elif run.own_sink is not None:
             outcome.setdefault("latency", "measured: each row's commit_ms from the query's own sink" if all(
                 c in run.own_sink.columns for c in OWN_SINK_EVENT_COLUMNS) else

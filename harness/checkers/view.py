@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness import clocks, kafkaout
+from harness import clocks
 from harness.analysis.performance import Performance, performance
 from harness.analysis.progress import epoch_s
 from harness.analysis.resources import load as load_resources, summarize as summarize_resources
@@ -27,7 +27,8 @@ from harness.jsonl import read_jsonl
 from harness.placements import load_placements
 from harness.queries import QueryDef
 from harness.runstate import RunState
-from harness.sink import local_path, batch_log
+from harness.sinks import sink_part
+from harness.sinks.parquet.files import local_path, batch_log
 from harness.spark import checkpoint as ckpt
 from harness.producers.fleet import ProducerFleet
 from harness.producers.rates import make_rate, warmed_up
@@ -146,11 +147,9 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
         if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
             with reading("reading the query's own sink (its read_sink)"):
                 own_sink = read_own_sink(query_def, run_dir, scenario, checker, oracle.per_event)
-        elif scenario.spark.sink == "kafka":  # the output topic as the run read it (harness.kafkaout)
-            with reading(f"reading the Kafka sink's output (sink/{kafkaout.OUTPUT_FILE}, the output topic as the "
-                         "run read it when the query had stopped)"):
-                own_sink = add_frame(kafkaout.read_output(run_dir / "sink"), checker, oracle.per_event,
-                                     "the Kafka sink's records (their values' JSON)")
+        elif (sink := sink_part(scenario.spark.sink)).reads_output_after_run:  # e.g. the Kafka sink's topic
+            with reading(f"reading {sink.output_name}"):  # as the run read it back (harness.sinks)
+                own_sink = add_frame(sink.read_output(run_dir / "sink"), checker, oracle.per_event, sink.rows_name)
         elif oracle.per_event or rows_are_events(run_dir / "sink"):
             # an output judged by a user's oracle that still has one row per event (an event id, its partition
             # and offset) gives the checker its commit times: latency is measured as for the events oracle

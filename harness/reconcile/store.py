@@ -160,7 +160,7 @@ class CheckStore:
             self._failed = []
 
     def add_sink_batch(self, batch_id: int, commit_ms: float, files: list[str]) -> int:
-        """One committed sink batch (harness.sink.batch_log): its Parquet files, read by pyarrow, staged.
+        """One committed sink batch (harness.sinks.parquet.files.batch_log): its Parquet files, read by pyarrow, staged.
         Returns the rows added. A file lacking a required column is an error."""
         return self.add_sink_batches([(commit_ms, files)])
 

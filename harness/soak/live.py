@@ -36,7 +36,7 @@ from harness.faults.nemesis import recorded_faults
 from harness.history import ack_files, file_batches
 from harness.jsonl import append_jsonl
 from harness.placements import load_placements
-from harness.sink import batch_log, local_path
+from harness.sinks.parquet.files import batch_log, local_path
 
 
 class HistoryTail:
