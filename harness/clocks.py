@@ -247,7 +247,7 @@ def count_negative_latencies(sink_dir: Path, clock_plan: ClockPlan) -> None:
     """Per machine, the delivered rows whose sink commit came before their intended time: as sent, and after the
     machine's correction. Read from the sink's own rows (producer, intended_ms) and its log's commit times, a
     file at a time, independent of the checker (whose histogram floors latency at 1 µs)."""
-    from harness.sink import local_path, batch_log
+    from harness.sinks.parquet.files import local_path, batch_log
     import pyarrow.parquet as pq
 
     owner = {p: m for m in clock_plan.machines for p in m.producers}

@@ -28,7 +28,7 @@ from harness.nesting import too_deep
 from harness.paths import SCENARIOS_DIR
 from harness.suggest import did_you_mean, quote
 from harness.settings import check_setting_names
-from harness.sinks import refusal as sink_refusal
+from harness.sinks import DEFAULT_KIND as DEFAULT_SINK, KINDS as SINKS, refusal as sink_refusal, sink_part
 from harness.spark.realtime import refusal as realtime_refusal
 from harness.producers.rates import make_rate
 from harness.producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
@@ -189,9 +189,8 @@ class SparkSpec(Strict):
     query: str = Field("passthrough", pattern=r"^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
                        description="passthrough | windowed_count | dedup | module:function (harness.queries)")
     query_params: dict[str, Scalar] = Field(default_factory=dict, description="handed to the query function")
-    sink: Literal["parquet", "kafka"] = Field("parquet", description=(
-        "parquet: the harness's file sink (exactly-once); kafka: Spark's Kafka sink into the output topic "
-        "<stream.name>-out the backend creates (at-least-once; Kafka backends only: harness.sinks)"))
+    sink: Literal[SINKS] = Field(DEFAULT_SINK, description="; ".join(  # type: ignore[valid-type]
+        f"{kind}: {sink_part(kind).summary}" for kind in SINKS))
     output_mode: Literal["append", "update"] = Field("append", description=(
         "update: with the Kafka sink or a query's own foreachBatch sink, for a query that aggregates"))
     sink_options: dict[str, Scalar] = Field(default_factory=dict, description=(
@@ -830,12 +829,12 @@ def _check_query(scenario: Scenario, path: Path) -> None:
     problem = realtime_refusal(scenario, query) or sink_refusal(scenario, query)  # real-time's reasons first
     if problem:
         raise ConfigError(f"{path}: {problem}")
+    sink = sink_part(scenario.spark.sink)
     for i, fault in enumerate(scenario.faults):
-        if getattr(fault, "after_sink_write", False) and query.foreach_batch is None \
-                and scenario.spark.sink != "kafka":
+        if getattr(fault, "after_sink_write", False) and query.foreach_batch is None and not sink.kill_after_write:
             raise ConfigError(f"{path}: faults.{i}.after_sink_write: true needs a query that owns its sink "
-                              f"(foreach_batch, harness.queries); {scenario.spark.query} writes to the harness's "
-                              "file sink, which has no write of its own to kill after")
+                              f"(foreach_batch, harness.queries); {scenario.spark.query} writes to {sink.title}, "
+                              "which has no write of its own to kill after")
 
 
 def _resolve_replay_paths(spec: BaseModel, base: Path) -> None:

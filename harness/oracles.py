@@ -29,7 +29,7 @@ import pandas as pd
 
 from harness.durations import spark_interval_ms
 from harness.jsonl import read_jsonl
-from harness.sink import read_sink
+from harness.sinks.parquet.files import read_sink
 from harness.producers.keys import make_key_chooser
 from harness.producers.spec import KeysSpec
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import atomic, calibration, environment, nospace, outdir, secrets, sinks
+from harness import atomic, calibration, environment, nospace, outdir, secrets
 from harness.analysis import warmup
 from harness.analysis.performance import LAG_END_INTERVALS
 from harness.backends import make_backend
@@ -38,6 +38,7 @@ from harness.jsonl import JsonlTail
 from harness.paths import runs_dir
 from harness.resources import ResourceSampler
 from harness.runstate import RunState
+from harness.sinks import SinkPart, sink_part
 from harness.soak.plan import resolve as resolve_soak
 from harness.spark.state_reader import read_state
 from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
@@ -222,9 +223,7 @@ def start_backend(ctx: RunContext) -> None:
         ctx.backend.start(ctx.run_dir, ctx.supervisor)
         ctx.timeline.add("backend_started")
         ctx.backend.create_stream(s.stream.name, s.stream.partitions, {k: str(v) for k, v in s.stream.config.items()})
-        if s.spark.sink == "kafka":  # the Kafka sink's output topic, stamped by the broker (harness.sinks)
-            ctx.backend.create_output_topic(sinks.output_topic(s.stream.name),
-                                            s.spark.sink_partitions or s.stream.partitions)
+        sink_part(s.spark.sink).create_output(ctx)  # the Kafka sink's output topic, stamped by the broker
     ctx.state.backend = ctx.backend.describe()
     ctx.timeline.add("backend_ready", **ctx.state.backend)
     if s.spark.trigger.kind in CATCH_UP_TRIGGERS:  # no query before the traffic: nothing to wait for
@@ -305,7 +304,7 @@ def _query_process(ctx: RunContext, source) -> SparkQueryProcess:
         query_params=s.spark.query_params,
         # a user's query module sits next to the scenario file (harness.queries: the contract)
         python_path=[ctx.state.scenario_dir] if ":" in s.spark.query and ctx.state.scenario_dir else None)
-    process.job.update(sinks.job_part(s))  # the Kafka sink's topic and options (secrets as ${VAR} references)
+    process.job.update(sink_part(s.spark.sink).job_part(s))  # e.g. the Kafka sink's topic and options
     return process
 
 
@@ -497,16 +496,15 @@ def stop_everything(ctx: RunContext) -> None:
                                                                                 ctx.run_dir / "placements")
         except Exception as exc:  # noqa: BLE001 - the verdict says the run could not be judged, and why
             ctx.state.positions_error = f"{type(exc).__name__}: {exc}"
-    if ctx.scenario.spark.sink == "kafka" and ctx.state.backend and not ctx.state.interrupted:
-        _record_kafka_output(ctx)
+    sink = sink_part(ctx.scenario.spark.sink)
+    if sink.reads_output_after_run and ctx.state.backend and not ctx.state.interrupted:
+        _record_output(ctx, sink)
     with ctx.console.step("stopping everything"):
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()  # last started, first stopped: the driver, the workers, then the master
         ctx.backend.stop()
-    from harness.sink import record_commit_times  # pandas: not needed before now (see run_scenario)
-
-    try:  # the run directory keeps them when copied without mtimes
-        record_commit_times(ctx.run_dir / "sink")
+    try:  # the file sink's commit times: the run directory keeps them when copied without mtimes
+        sink.record_after_stop(ctx.run_dir / "sink")
     except OSError as exc:  # a full disk: said, and the rest still stopped and recorded
         ctx.console.warn(f"recording the sink's commit times failed: {exc}")
     cluster, ctx.cluster = ctx.cluster, None
@@ -523,19 +521,16 @@ def stop_everything(ctx: RunContext) -> None:
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
-def _record_kafka_output(ctx: RunContext) -> None:
-    """The Kafka sink's output topic read completely into sink/ while the broker runs, once the query has stopped
-    (harness.kafkaout); a failure is said, and the verdict then finds no output to judge (unjudged)."""
-    from harness.kafkaout import record_output  # pandas and Arrow: the judge's (see run_scenario)
-
+def _record_output(ctx: RunContext, sink: SinkPart) -> None:
+    """An output outside the run directory (the Kafka sink's topic) read completely into sink/ while the backend
+    runs, once the query has stopped (harness.sinks); a failure is said, and the verdict then finds no output to
+    judge (unjudged)."""
     try:
         if ctx.query is not None and ctx.query.child is not None and ctx.query.child.alive():
             ctx.query.stop()  # nothing may be written while it is read
-        with ctx.console.step("reading the Kafka sink's output topic"):
-            meta = record_output(ctx.backend, sinks.output_topic(ctx.scenario.stream.name), ctx.run_dir / "sink")
-        ctx.timeline.add("sink_output_read", records=meta["records"], end_offsets=meta["end_offsets"])
+        sink.record_output(ctx)
     except Exception as exc:  # noqa: BLE001 - the verdict says the output could not be read
-        ctx.console.warn(f"reading the Kafka sink's output topic failed: {type(exc).__name__}: {exc}")
+        ctx.console.warn(f"{sink.recording} failed: {type(exc).__name__}: {exc}")
 
 
 def _note(ctx: RunContext, event: str, **fields) -> None:

@@ -20,8 +20,7 @@ import pandas as pd
 
 from harness import atomic, clocks, environment
 from harness.analysis.figures import Drawn, fill_figures
-from harness.analysis.runview import (OWN_SINK_EVENT_COLUMNS, RunView, Unjudgeable, read_faults, read_run, reading,
-                                      rows_are_events)
+from harness.analysis.runview import RunView, Unjudgeable, read_faults, read_run, reading, rows_are_events
 from harness.analysis.state import read_state
 from harness.config import Scenario
 from harness.history import torn_tail
@@ -31,7 +30,8 @@ from harness.placements import apply_placements, load_placements
 from harness.queries import resolve
 from harness.result import RunResult
 from harness.runstate import RunState
-from harness.sink import missing_files
+from harness.sinks import EVENT_COLUMNS, sink_part
+from harness.sinks.parquet.files import missing_files
 from harness.spark.state_reader import STATE_ORACLES
 
 
@@ -111,14 +111,12 @@ def oracle_outcome(view: RunView, acks: pd.DataFrame) -> dict:
     own = view.own_sink
     outcome = run_oracle(view.query_def.oracle, acks, view.run_dir, dict(view.scenario.spark.query_params),
                          sink=own)
-    has_columns = own is not None and all(c in own.columns for c in OWN_SINK_EVENT_COLUMNS)
-    if own is not None and view.scenario.spark.sink == "kafka":  # the output topic (harness.kafkaout)
-        outcome.setdefault("latency", "measured: each record's broker append time in the output topic"
-                           if has_columns else "not measured: the Kafka sink's records carry no "
-                           f"{', '.join(OWN_SINK_EVENT_COLUMNS[:4])} each")
+    has_columns = own is not None and all(c in own.columns for c in EVENT_COLUMNS)
+    if own is not None and sink_part(view.scenario.spark.sink).reads_output_after_run:  # e.g. the output topic
+        outcome.setdefault("latency", sink_part(view.scenario.spark.sink).latency_source(own))
     elif own is not None:
         outcome.setdefault("latency", "measured: each row's commit_ms from the query's own sink" if has_columns else
-                           f"not measured: read_sink gave no {', '.join(OWN_SINK_EVENT_COLUMNS)} per row")
+                           f"not measured: read_sink gave no {', '.join(EVENT_COLUMNS)} per row")
     else:
         outcome.setdefault("latency", "measured: the sink's rows are events (commit time of their batch)"
                            if rows_are_events(view.run_dir / "sink") else

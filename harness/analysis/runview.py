@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness import clocks, kafkaout
+from harness import clocks
 from harness.analysis.performance import Performance, performance
 from harness.analysis.progress import epoch_s
 from harness.analysis.resources import load as load_resources, summarize as summarize_resources
@@ -28,13 +28,13 @@ from harness.jsonl import read_jsonl
 from harness.placements import load_placements
 from harness.queries import QueryDef
 from harness.runstate import RunState
-from harness.sink import local_path, batch_log
+from harness.sinks import EVENT_COLUMNS, EVENT_ID_COLUMNS, sink_part
+from harness.sinks.parquet.files import local_path, batch_log
 from harness.spark import checkpoint as ckpt
 from harness.producers.fleet import ProducerFleet
 from harness.producers.rates import make_rate, warmed_up
 
 SEND_FAILURE_GRACE_MS = 60_000.0  # a send that failed while a fault was active may report up to this much later
-OWN_SINK_EVENT_COLUMNS = ("producer", "seq", "partition", "offset", "commit_ms")
 
 
 class Unjudgeable(Exception):
@@ -196,11 +196,10 @@ def add_output(scenario: Scenario, run_dir: Path, query_def: QueryDef, checker: 
     if query_def.read_sink is not None:  # a query that owns its sink (foreachBatch) says how to read it
         with reading("reading the query's own sink (its read_sink)"):
             return read_own_sink(query_def, run_dir, scenario, checker, per_event)
-    if scenario.spark.sink == "kafka":  # the output topic as the run read it (harness.kafkaout)
-        with reading(f"reading the Kafka sink's output (sink/{kafkaout.OUTPUT_FILE}, the output topic as the "
-                     "run read it when the query had stopped)"):
-            return add_frame(kafkaout.read_output(run_dir / "sink"), checker, per_event,
-                             "the Kafka sink's records (their values' JSON)")
+    sink = sink_part(scenario.spark.sink)
+    if sink.reads_output_after_run:  # e.g. the Kafka sink's output topic, as the run read it back (harness.sinks)
+        with reading(f"reading {sink.output_name}"):
+            return add_frame(sink.read_output(run_dir / "sink"), checker, per_event, sink.rows_name)
     if per_event or rows_are_events(run_dir / "sink"):
         # an output judged by a user's oracle that still has one row per event (an event id, its partition
         # and offset) gives the checker its commit times: latency is measured as for the events oracle
@@ -266,7 +265,7 @@ def rows_are_events(sink_dir: Path) -> bool:
     if not files:
         return False
     names = set(pq.read_schema(local_path(files[0])).names)
-    return all(c in names for c in OWN_SINK_EVENT_COLUMNS[:4])
+    return all(c in names for c in EVENT_ID_COLUMNS)
 
 
 def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario, checker: IncrementalChecker,
@@ -283,9 +282,9 @@ def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario, checke
 def add_frame(frame: pd.DataFrame, checker: IncrementalChecker, per_event: bool, source: str) -> pd.DataFrame:
     """Sink rows with the event columns and a commit time each go to the checker in commit order (latency is
     measured from them); `per_event`: the events oracle needs those columns."""
-    if all(c in frame.columns for c in OWN_SINK_EVENT_COLUMNS):
+    if all(c in frame.columns for c in EVENT_COLUMNS):
         checker.store.add_sink_frame(frame.sort_values("commit_ms", kind="stable"))
     elif per_event:
-        raise ValueError(f"the events oracle needs the columns {', '.join(OWN_SINK_EVENT_COLUMNS)} from "
+        raise ValueError(f"the events oracle needs the columns {', '.join(EVENT_COLUMNS)} from "
                          f"{source} (it returned {list(frame.columns)})")
     return frame

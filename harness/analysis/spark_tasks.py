@@ -102,7 +102,7 @@ def partitions_from_sink(sink: Path) -> dict[tuple[int, int], set[int]]:
     """(batch id, task index) -> the source partitions of the rows that task wrote (part-<index>-... files)."""
     import pyarrow.parquet as pq
 
-    from harness.sink import local_path, batch_log
+    from harness.sinks.parquet.files import local_path, batch_log
 
     out: dict[tuple[int, int], set[int]] = defaultdict(set)
     for batch_id, _, files in batch_log(sink):

@@ -159,7 +159,7 @@ def check_old(directory: str) -> dict:
     from harness.bench import reference_checker as ref
     from harness.history import load_acks
     from harness.placements import apply_placements, load_placements
-    from harness.sink import read_sink
+    from harness.sinks.parquet.files import read_sink
 
     d = Path(directory)
     t = time.perf_counter()

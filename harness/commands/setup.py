@@ -36,7 +36,7 @@ from harness.config import Scenario, load_scenario
 from harness.console import Console
 from harness.jvm import cds
 from harness.jvm.artifacts import KAFKA_BROKER, SetupError, resolve, setup_all
-from harness.sinks import job_part
+from harness.sinks import sink_part
 from harness.spark.process import SparkQueryProcess, driver_classpath
 from harness.supervisor import Supervisor
 from harness.producers.rates import make_rate
@@ -144,7 +144,7 @@ def _first_start(scenario: Scenario, work: Path, console: Console) -> None:
                                   conf=scenario.spark_conf(), trigger=spark.trigger.model_dump(), sink=spark.sink,
                                   output_mode=spark.output_mode, driver_memory=spark.driver_memory,
                                   query=spark.query, query_params=spark.query_params)
-        query.job.update(job_part(scenario))
+        query.job.update(sink_part(spark.sink).job_part(scenario))
         try:
             query.start(await_source=True)  # its JVM and session while the broker starts
             with console.step(f"starting Kafka beside the Spark driver, its topic with {TRAFFIC_S:g} s of traffic"):

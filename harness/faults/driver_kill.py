@@ -27,11 +27,10 @@ from typing import Any, Callable, Literal, TypeVar
 
 from pydantic import Field, model_validator
 
-from harness import sinks
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
+from harness.sinks import sink_part
 from harness.spark import sinkhold
-from harness.spark.reruns import dup_ranges
 
 T = TypeVar("T")
 CATCH_UP = ("once", "availableNow")
@@ -47,18 +46,11 @@ def needs_running_query(scenario) -> str | None:
 
 
 def rewritable(ctx) -> list:
-    """With an at-least-once sink (Kafka's), the input ranges whose rows may be written again if the batches in
-    flight now are re-run (a driver's successor re-runs them; a lost executor's tasks are retried): from the
-    checkpoint as it is now. None with the file sink (it skips a re-run batch) or a query's own sink (the
-    writer's to make exactly-once)."""
-    s = ctx.scenario
-    if s.spark.sink != "kafka":
-        return []
-    # real-time mode logs a batch's end offsets only when it ends (it reads until its interval is up): the
-    # batch in flight has read, and written, up to the input's end at most, as with async progress tracking
-    unlogged = sinks.async_progress(s.spark.sink_options) or s.spark.trigger.kind == "realTime"
-    bound = ctx.backend.end_offsets(s.stream.name) if unlogged else None
-    return dup_ranges(ctx.checkpoint, s.stream.name, bound)
+    """The input ranges whose rows the sink may write again if the batches in flight now are re-run (a driver's
+    successor re-runs them; a lost executor's tasks are retried), as the sink part declares them (harness.sinks):
+    with an at-least-once sink (Kafka's) from the checkpoint as it is now; none with the file sink (it skips a
+    re-run batch) or a query's own sink (the writer's to make exactly-once)."""
+    return sink_part(ctx.scenario.spark.sink).rewritable(ctx)
 
 
 def wait_running(ctx, timeout: float, min_uptime_s: float = MIN_UPTIME_S) -> dict:
@@ -225,8 +217,8 @@ class DriverKill(Fault):
         return ctx.query.kill(then=after)
 
     def inject(self, ctx) -> dict:
-        if self.options.after_sink_write and ctx.scenario.spark.sink == "kafka":
-            return self._kill_after_kafka_write(ctx)
+        if self.options.after_sink_write and sink_part(ctx.scenario.spark.sink).kill_after_write:
+            return self._kill_after_visible_write(ctx)
         if self.options.after_sink_write:
             return self._kill_after_sink_write(ctx)
         status = wait_running(ctx, ctx.scenario.spark.start_timeout_s)
@@ -290,19 +282,20 @@ class DriverKill(Fault):
                 "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
                 "exit_code": code, "kills_so_far": ctx.query.kills}
 
-    def _kill_after_kafka_write(self, ctx) -> dict:
-        """Kill the driver frozen while the output topic holds records of a batch not committed: grown since the
-        last commit this driver wrote (its records were all appended before the commit was written, so what came
-        after it is a later batch's). Works alike when progress is committed in the background (asynchronous
-        progress tracking logs only some batches' offsets, so no batch need ever show as in flight)."""
+    def _kill_after_visible_write(self, ctx) -> dict:
+        """Kill the driver frozen while the sink's output visible downstream (the Kafka sink's output topic) holds
+        rows of a batch not committed: grown since the last commit this driver wrote (its rows were all visible
+        before the commit was written, so what came after it is a later batch's). Works alike when progress is
+        committed in the background (asynchronous progress tracking logs only some batches' offsets, so no batch
+        need ever show as in flight)."""
         status = wait_running(ctx, ctx.scenario.spark.start_timeout_s)
         started, t0 = float(status.get("at", 0)), time.monotonic()
-        topic = sinks.output_topic(ctx.scenario.stream.name)
+        sink = sink_part(ctx.scenario.spark.sink)
         before: dict = {}  # the output's size once the last commit was written, and that commit
 
         def written_not_committed():
             commit = (ctx.commit_log() or [-1])[-1]
-            size = sum(ctx.backend.end_offsets(topic).values())
+            size = sink.visible_output(ctx)
             if (ctx.commit_log() or [-1])[-1] != commit:
                 return None  # a commit landed while the size was read: no baseline from this reading
             if before.get("commit") != commit:
@@ -315,7 +308,7 @@ class DriverKill(Fault):
         timeout = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
         hit = act_when(ctx, written_not_committed, timeout, lambda found: self._kill(ctx))
         if hit is None:
-            raise FaultError(f"no batch had records in the output topic {topic} before its commit within "
+            raise FaultError(f"no batch had rows visible in {sink.title}'s output before its commit within "
                              f"{timeout:g}s (the query's start-up and mid_batch_timeout_s): the driver was not killed")
         found, code = hit
         batch = found["in_flight"]

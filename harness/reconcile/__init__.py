@@ -21,7 +21,7 @@ import pyarrow as pa
 from harness.reconcile.store import CheckStore
 from harness.effects import DupRange, LossRange
 from harness.histsummary import LatencySummary
-from harness.sink import local_path, batch_log
+from harness.sinks.parquet.files import local_path, batch_log
 
 
 @dataclass
@@ -89,7 +89,7 @@ class IncrementalChecker:
         return self.store.add_sink_tables(commit_ms, tables)
 
     def add_sink(self, sink_dir: Path) -> int:
-        """Every batch of the sink's log not added yet (harness.sink.batch_log order)."""
+        """Every batch of the sink's log not added yet (harness.sinks.parquet.files.batch_log order)."""
         new = [(b, t, [local_path(f) for f in files]) for b, t, files in batch_log(sink_dir) if b not in self._sink_batches]
         self._sink_batches.update(b for b, _, _ in new)
         return self.store.add_sink_batches([(t, files) for _, t, files in new])

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 import harness.reconcile.bulk as bulk
 from harness.reconcile.bulk import Runs
+from harness.sinks import EVENT_ID_COLUMNS
 
 from harness.histsummary import (LatencyCounts, LatencySummary, bucket_index, bucket_index_ms, measured_extent,
                                  summarize, window_edges)
@@ -579,22 +580,19 @@ def _prepare_acks(table: pa.Table, arid0: int) -> tuple[int, int, pa.Table | Non
         "ack_ms": ack, "pub": bucket_index_ms(produce - intended)}
 
 
-SINK_EVENT_COLUMNS = ["producer", "seq", "partition", "offset"]
-
-
 def _read_sink_file(name: str) -> pa.Table:
     pf = pq.ParquetFile(name)
     _check_columns(name, pf.schema_arrow.names)
-    return pf.read(columns=SINK_EVENT_COLUMNS, use_threads=False)
+    return pf.read(columns=list(EVENT_ID_COLUMNS), use_threads=False)
 
 
 def _event_columns(name: str, table: pa.Table) -> pa.Table:
     _check_columns(name, table.column_names)
-    return table.select(SINK_EVENT_COLUMNS)
+    return table.select(list(EVENT_ID_COLUMNS))
 
 
 def _check_columns(name: str, present: list[str]) -> None:
-    missing = [c for c in SINK_EVENT_COLUMNS if c not in present]
+    missing = [c for c in list(EVENT_ID_COLUMNS) if c not in present]
     if missing:
         raise ValueError(f"sink file {name} lacks the column(s) {', '.join(missing)}")
 

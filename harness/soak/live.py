@@ -30,14 +30,14 @@ import pyarrow.parquet as pq
 
 from harness.check import Check
 from harness.reconcile import Expectations, IncrementalChecker, Reconciliation
-from harness.reconcile.store import SINK_EVENT_COLUMNS
 from harness.config import Scenario
 from harness.effects import Effect
 from harness.faults.nemesis import recorded_faults
 from harness.history import ack_files, file_batches
 from harness.jsonl import append_jsonl
 from harness.placements import load_placements
-from harness.sink import batch_log, local_path
+from harness.sinks import EVENT_ID_COLUMNS
+from harness.sinks.parquet.files import batch_log, local_path
 
 
 class HistoryTail:
@@ -93,7 +93,7 @@ class LiveChecker:
     def ingest(self) -> None:
         for batch_id, commit_ms, files in self.sink.new_batches():
             # each file read once: the engine's event columns and the events' intended times for the latency
-            tables = [(path, pq.read_table(local_path(path), columns=[*SINK_EVENT_COLUMNS, "intended_ms"]))
+            tables = [(path, pq.read_table(local_path(path), columns=[*EVENT_ID_COLUMNS, "intended_ms"]))
                       for path in files]
             self.engine.add_sink_tables(batch_id, commit_ms, tables)
             for _, table in tables:

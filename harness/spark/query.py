@@ -28,8 +28,8 @@ from pathlib import Path
 from harness import atomic
 from harness.jvm import cds
 from harness.secrets import expand_all, is_secret_key
+from harness.sinks import sink_part
 from harness.spark.checkpoint import committed
-from harness.spark.kafkasink import kafka_rows, sink_options as kafka_sink_options
 
 EXIT_DRAINED, EXIT_DRAIN_TIMEOUT, EXIT_QUERY_FAILED = 0, 3, 4
 _T0 = time.time()  # the process's own imports are done: its first mark
@@ -342,19 +342,15 @@ def _start(spark, job: dict):
     options = expand_all(job["options"])  # secrets travel as ${VAR} references (harness.secrets)
     df = spark.readStream.format(job["format"]).options(**options).load()
     query_def, params = resolve(job["query"]), dict(job.get("query_params") or {})
-    out = query_def.function(load(job["normalise"])(df), params)
-    if job["sink"] == "kafka":  # Spark's Kafka sink (harness.spark.kafkasink): rows as records first
-        out = kafka_rows(out)
+    sink = sink_part(job["sink"])  # harness.sinks: e.g. the Kafka sink's rows as records first
+    out = sink.rows(query_def.function(load(job["normalise"])(df), params))
     writer = (out.writeStream.outputMode(job["output_mode"]).queryName(job["query_name"])
               .option("checkpointLocation", job["checkpoint"]))
     if query_def.foreach_batch is not None:  # the query owns its sink (harness.queries: the contract)
         writer = writer.foreachBatch(own_sink(query_def.foreach_batch, job["sink_path"], params,
                                               Path(job["run_dir"]) / "control"))
-    elif job["sink"] == "kafka":
-        writer = writer.format("kafka").options(**kafka_sink_options(
-            options, job["sink_topic"], expand_all(job.get("sink_options") or {})))
     else:
-        writer = writer.format(job["sink"]).option("path", job["sink_path"])
+        writer = sink.writer(writer, job, options)
     trigger = job["trigger"]
     if trigger["kind"] == "processingTime":
         writer = writer.trigger(processingTime=trigger["interval"])

@@ -41,6 +41,7 @@ import os
 import re
 
 from harness.durations import spark_trigger_ms
+from harness.sinks import sink_part
 
 MIN_BATCH_CONF = "spark.sql.streaming.realTimeMode.minBatchDuration"
 MIN_BATCH_MS = 5000
@@ -156,7 +157,7 @@ def refusal(scenario, query_def, cpus: int | None = None) -> str | None:
         return (f"spark.query = {spark.query!r} writes its own sink with foreachBatch, which real-time mode does not "
                 "run (Spark's sink allowlist: Kafka, foreach, console, memory); use a query without foreach_batch "
                 "and spark.sink = \"kafka\"")
-    if spark.sink != "kafka":
+    if not sink_part(spark.sink).real_time:
         return (f"spark.sink = {spark.sink!r}: {lead} writes each record as it is processed, to a Kafka or foreach "
                 "sink only (the harness has the Kafka one); set spark.sink = \"kafka\"")
     if spark.output_mode != "update":

@@ -23,7 +23,7 @@ from harness.reconcile.store import bucket_sql
 from harness.effects import LossRange
 from harness.histsummary import Hist, bucket_us
 from harness.history import ACK_SCHEMA, ack_batches, load_acks
-from harness.sink import read_sink
+from harness.sinks.parquet.files import read_sink
 
 ACK_COLS = ["producer", "seq", "partition", "offset", "intended_ms", "produce_ms", "ack_ms", "error"]
 SINK_COLS = ["producer", "seq", "partition", "offset", "intended_ms", "commit_ms"]

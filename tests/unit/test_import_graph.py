@@ -13,12 +13,13 @@ PACKAGES = {"harness": "harness", "producers": "harness.producers", "reports": "
 LAYERS = [
     ("foundations", ["harness", "harness.atomic", "harness.jsonl", "harness.errors", "harness.paths",
                      "harness.console", "harness.loopback", "harness.supervisor", "harness.timeline",
-                     "harness.partitioning", "harness.history", "harness.histsummary", "harness.sink",
-                     "harness.clocks", "harness.effects",
+                     "harness.partitioning", "harness.history", "harness.histsummary", "harness.effects",
                      "harness.placements", "harness.jvm", "harness.check", "harness.result", "harness.runstate",
-                     "harness.lag_sampler", "harness.resources", "harness.reconcile"]),
+                     "harness.lag_sampler", "harness.resources"]),
+    # the reconciler and the clocks read the file sink's log (harness.sinks.parquet.files): beside the parts
     ("parts", ["harness.producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",
-               "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.kafkaout"]),
+               "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.reconcile",
+               "harness.clocks"]),
     ("scenario model", ["harness.config"]),
     ("run", ["harness.context", "harness.analysis", "harness.schema"]),
     ("rendering", ["harness.reports"]),

@@ -8,7 +8,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from harness import kafkaout, sinks
+from harness.sinks import sink_part
+from harness.sinks.kafka import output as kafka_output, rules as kafka_rules
 from harness.reconcile import Expectations, IncrementalChecker, reconcile
 from harness.checkers.events import delivery_checks
 from harness.config import ChecksSpec, ConfigError, load_scenario
@@ -176,13 +177,13 @@ def test_result_counts_name_expected_duplicates_only_when_declared():
 def test_records_become_rows_with_their_input_position_output_position_and_append_time(tmp_path):
     values = [json.dumps({"producer": 1, "seq": s, "intended_ms": 1.7956e12 + s, "partition": 3, "offset": 40 + s,
                           "event_time": "2026-11-26T10:00:00.000Z"}).encode() for s in range(3)]
-    table = kafkaout._parse({"value": values, "out_partition": [0, 1, 0], "out_offset": [7, 2, 8],
+    table = kafka_output._parse({"value": values, "out_partition": [0, 1, 0], "out_offset": [7, 2, 8],
                              "commit_ms": [1.7956e12 + 900, 1.7956e12 + 850, 1.7956e12 + 905]}, None)
-    later = kafkaout._parse({"value": [values[0]], "out_partition": [2], "out_offset": [0], "commit_ms": [1.0]},
+    later = kafka_output._parse({"value": [values[0]], "out_partition": [2], "out_offset": [0], "commit_ms": [1.0]},
                             table.schema)
     assert later.schema == table.schema  # every chunk written with the first one's types
-    pq.write_table(table, tmp_path / kafkaout.OUTPUT_FILE)
-    frame = kafkaout.read_output(tmp_path)
+    pq.write_table(table, tmp_path / kafka_output.OUTPUT_FILE)
+    frame = kafka_output.read_output(tmp_path)
     assert frame["seq"].tolist() == [1, 0, 2]  # in append-time order
     assert frame[["partition", "offset", "out_partition", "out_offset"]].values.tolist() == \
         [[3, 41, 1, 2], [3, 40, 0, 7], [3, 42, 0, 8]]
@@ -191,7 +192,7 @@ def test_records_become_rows_with_their_input_position_output_position_and_appen
 
 def test_a_missing_output_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="kafka-output.parquet is missing"):
-        kafkaout.read_output(tmp_path)
+        kafka_output.read_output(tmp_path)
 
 
 # -- the sink chosen at load -------------------------------------------------------------------------------------
@@ -243,14 +244,14 @@ def test_update_mode_is_for_an_aggregating_query_with_an_oracle_that_judges_it(t
 
 def test_the_sink_job_names_the_output_topic_and_passes_options_as_strings():
     scenario, _, _ = load_scenario("async-progress")
-    part = sinks.job_part(scenario)
+    part = sink_part("kafka").job_part(scenario)
     assert part["sink_topic"] == "events-out"
     assert part["sink_options"] == {"asyncProgressTrackingEnabled": "true",
                                     "asyncProgressTrackingCheckpointIntervalMs": "5000"}
-    assert sinks.job_part(load_scenario("steady")[0]) == {}
+    assert sink_part("parquet").job_part(load_scenario("steady")[0]) == {}
 
 
 def test_real_time_mode_tracks_progress_asynchronously_unless_told_not_to():
-    assert sinks.async_progress({}, "realTime") and not sinks.async_progress({}, "processingTime")
-    assert not sinks.async_progress({"asyncProgressTrackingEnabled": "false"}, "realTime")
-    assert sinks.async_progress({"asyncprogresstrackingenabled": True})
+    assert kafka_rules.async_progress({}, "realTime") and not kafka_rules.async_progress({}, "processingTime")
+    assert not kafka_rules.async_progress({"asyncProgressTrackingEnabled": "false"}, "realTime")
+    assert kafka_rules.async_progress({"asyncprogresstrackingenabled": True})

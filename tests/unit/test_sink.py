@@ -5,7 +5,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.sink import SINK_COLUMNS, batch_log, read_sink
+from harness.sinks.parquet.files import SINK_COLUMNS, batch_log, read_sink
 
 
 def _write(sink, name, rows):

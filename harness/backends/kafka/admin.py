@@ -126,8 +126,8 @@ class KafkaBackendBase(Backend):
             self._authorized = True
 
     def create_output_topic(self, name: str, partitions: int) -> None:
-        """The Kafka sink's output topic (harness.sinks), created as the stream is (a user's cluster refuses one that
-        exists unless told), with LogAppendTime: the broker stamps each record when it is appended, so its
+        """The Kafka sink's output topic (harness.sinks.kafka), created as the stream is (a user's cluster refuses
+        one that exists unless told), with LogAppendTime: the broker stamps each record when it is appended, so its
         timestamp is when it became visible downstream (the end of end-to-end latency), not the writer's clock."""
         self.create_stream(name, partitions, {"message.timestamp.type": "LogAppendTime"})
 

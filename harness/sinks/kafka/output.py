@@ -1,5 +1,5 @@
 """The Kafka sink's output topic, read completely into the run directory once the query has stopped, and read
-back from there by the checker (beside harness.sink, which reads the Parquet file sink).
+back from there by the checker (as harness.sinks.parquet.files reads the file sink).
 
 A run directory judges its own files (`harness check DIR` on a copy, long after the broker is gone), so the run
 reads the output topic to its end offsets while the broker still runs and writes what it read to

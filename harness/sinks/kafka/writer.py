@@ -1,11 +1,11 @@
-"""The query's output written with Spark's own Kafka sink (`spark.sink = "kafka"`, harness.sinks), driver side.
+"""The query's output written with Spark's own Kafka sink (`spark.sink = "kafka"`), driver side.
 
 Each output row becomes one Kafka record: its value the row's columns as JSON (Spark's `to_json`, native, no
 Python worker on the path; any consumer reads it, and the checker parses it back in bulk with Arrow's JSON
 reader), its key the event's key when the query kept one (a `key` column, harness.spark.events). The events'
 own input `partition` and `offset` travel in the value, so the checker's per-event rules (where each acked event
 must appear) still work on the output topic; the output position and the broker's append time come from the
-topic itself when the run reads it back (harness.kafkaout).
+topic itself when the run reads it back (harness.sinks.kafka.output).
 
 The sink connects as the source does: the same bootstrap address and security settings (the source's
 `kafka.security.protocol`, `kafka.sasl.*`, `kafka.ssl.*`, secrets as ${VAR} references the driver expands),
