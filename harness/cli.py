@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.check import counts_against, exit_code, status_of
 from harness.errors import InputError
 from harness.jvm.artifacts import SetupError
-from harness.paths import SCENARIOS_DIR
+from harness.files.paths import SCENARIOS_DIR
 from harness.version import VersionAction
 
 EXIT_BAD_INPUT = 2
@@ -258,7 +258,7 @@ def _cmd_report(args) -> int:
 
 
 def _result_file(path: Path) -> dict:
-    """result.json (a run's, harness.result.RunResult) or sweep.json read for a rebuild; empty, torn or not a
+    """result.json (a run's, harness.records.result.RunResult) or sweep.json read for a rebuild; empty, torn or not a
     result: InputError naming the file and the cause (nothing is rebuilt from it)."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -274,7 +274,7 @@ def _result_file(path: Path) -> dict:
     if path.name == "result.json":
         from pydantic import ValidationError
 
-        from harness.result import RunResult
+        from harness.records.result import RunResult
 
         try:
             RunResult.model_validate(data)
@@ -324,7 +324,7 @@ def _cmd_check(args) -> int:
     try:
         judged = measure_and_judge(scenario, run_dir, state, args.skew_threshold_ms)
         result, problems = record(judged, run_dir, baseline)
-    except OSError as exc:  # a full disk: the cause said; harness.atomic leaves no partial or empty file
+    except OSError as exc:  # a full disk: the cause said; harness.files.atomic leaves no partial or empty file
         print(f"error: writing the results in {run_dir} failed: {exc}", file=sys.stderr)
         return 1
     for problem in problems:
@@ -358,7 +358,7 @@ def _check_summary(result: dict, run_dir: Path) -> str:
 
 
 def _cmd_compare(args) -> int:
-    from harness import atomic
+    from harness.files import atomic
     from harness.reports.compare import compare, compare_markdown
     from harness.reports.compare_html import compare_html
 

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.history import ACK_SCHEMA, file_batches
+from harness.records.history import ACK_SCHEMA, file_batches
 
 CLOCK_GLOB = "clock-*.jsonl"
 MACHINE_FILE = "machine.json"

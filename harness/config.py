@@ -22,11 +22,11 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from harness import machine
 from harness.backends import DEFAULT_KIND, SPECS, spec_union
-from harness.durations import spark_bytes, spark_trigger_ms
+from harness.text.durations import spark_bytes, spark_trigger_ms
 from harness.faults import options_union
-from harness.nesting import too_deep
-from harness.paths import SCENARIOS_DIR
-from harness.suggest import did_you_mean, quote
+from harness.text.nesting import too_deep
+from harness.files.paths import SCENARIOS_DIR
+from harness.text.suggest import did_you_mean, quote
 from harness.settings import check_setting_names
 from harness.sinks import DEFAULT_KIND as DEFAULT_SINK, KINDS as SINKS, refusal as sink_refusal, sink_part
 from harness.spark.realtime import refusal as realtime_refusal
@@ -128,7 +128,7 @@ class TriggerSpec(Strict):
     @field_validator("interval")
     @classmethod
     def _spark_interval(cls, value: str) -> str:
-        """Checked now exactly as Spark's Trigger.ProcessingTime reads it (harness.durations), not 37 s into the
+        """Checked now exactly as Spark's Trigger.ProcessingTime reads it (harness.text.durations), not 37 s into the
         run as "Spark query did not start"."""
         spark_trigger_ms(value)
         return value

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from harness.check import status_of
 from harness.secrets import scrub
-from harness.wording import PROCESSING_RATE, footprint_line, machine_line, warmup_line
+from harness.text.wording import PROCESSING_RATE, footprint_line, machine_line, warmup_line
 
 
 # lines held for a run directory not named yet: a command that never names one (bench, a server) keeps a bounded tail

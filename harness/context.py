@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from harness.backends.base import Backend
 from harness.config import Scenario
 from harness.console import Console
-from harness.runstate import RunState
+from harness.records.runstate import RunState
 from harness.spark import checkpoint as ckpt
 from harness.supervisor import Supervisor, wait_until
-from harness.timeline import Timeline
+from harness.records.timeline import Timeline
 
 if TYPE_CHECKING:
     from harness.spark.process import SparkQueryProcess
@@ -36,8 +36,8 @@ class RunContext:
     # live handles, ended with the run
     fleet: Any = None  # producers.fleet.ProducerFleet
     nemesis: Any = None  # harness.faults.nemesis.Nemesis
-    lag_sampler: Any = None  # harness.lag_sampler.LagSampler
-    resource_sampler: Any = None  # harness.resources.ResourceSampler
+    lag_sampler: Any = None  # harness.samplers.lag.LagSampler
+    resource_sampler: Any = None  # harness.samplers.resources.ResourceSampler
     live_monitor: Any = None  # harness.soak.live.LiveMonitor
     cluster: Any = None  # harness.spark.cluster.StandaloneCluster
     netproxy: dict[str, Any] | None = None  # the TCP proxy in front of the brokers: control address, ports, pid

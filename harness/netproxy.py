@@ -482,7 +482,7 @@ def put_in_front(ctx) -> dict:
 
 
 async def _serve(upstreams: list[tuple[str, int]], out_dir: Path) -> None:
-    from harness import atomic
+    from harness.files import atomic
 
     proxy = Proxy(upstreams, out_dir)
     await proxy.start()

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.durations import spark_interval_ms
-from harness.jsonl import read_jsonl
+from harness.text.durations import spark_interval_ms
+from harness.files.jsonl import read_jsonl
 from harness.sinks.parquet.files import read_sink
 from harness.producers.keys import make_key_chooser
 from harness.producers.spec import KeysSpec

@@ -57,7 +57,7 @@ import pytest
 from pydantic import PrivateAttr
 
 from harness.check import status_of
-from harness.result import RunResult
+from harness.records.result import RunResult
 from harness.supervisor import log_lines, log_tail
 
 RUN_TIMEOUT_S = 1800.0  # one run's wall-clock bound (a scenario's traffic plus start, drain and the verdict)
@@ -226,7 +226,7 @@ class HarnessRunner:
             out = self.runs_dir / f"{self.count:02d}-{stem}"
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        # --replace: a --harness-runs-dir kept from an earlier session holds the same names (harness.outdir)
+        # --replace: a --harness-runs-dir kept from an earlier session holds the same names (harness.files.outdir)
         argv = [sys.executable, "-m", "harness", "run", arg, "--out", str(out), "--replace"]
         for text in override_args(overrides):
             argv += ["--set", text]

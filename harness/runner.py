@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import atomic, calibration, environment, nospace, outdir, secrets
+from harness import secrets
+from harness.files import atomic, nospace, outdir
+from harness.records import calibration, environment
 from harness.analysis import warmup
 from harness.analysis.performance import LAG_END_INTERVALS
 from harness.backends import make_backend
@@ -29,15 +31,15 @@ from harness.backends.base import Backend
 from harness.config import Scenario, is_cluster_master, load_scenario
 from harness.console import Console
 from harness.context import RunContext
-from harness.durations import spark_interval_ms
+from harness.text.durations import spark_interval_ms
 from harness.errors import InputError
 from harness.faults import FAULTS, fault_for
 from harness.effects import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
-from harness.jsonl import JsonlTail
-from harness.paths import runs_dir
-from harness.resources import ResourceSampler
-from harness.runstate import RunState
+from harness.files.jsonl import JsonlTail
+from harness.files.paths import runs_dir
+from harness.samplers.resources import ResourceSampler
+from harness.records.runstate import RunState
 from harness.sinks import SinkPart, sink_part
 from harness.soak.plan import resolve as resolve_soak
 from harness.spark.state_reader import read_state
@@ -46,11 +48,11 @@ from harness.spark.process import SparkQueryProcess
 from harness.spark.realtime import warnings as realtime_warnings
 from harness.queries import query_home, resolve as resolve_query
 from harness.supervisor import StoppedBySignal, Supervisor
-from harness.timeline import Timeline
-from harness.result import RunResult
+from harness.records.timeline import Timeline
+from harness.records.result import RunResult
 from harness.producers.fleet import ProducerFleet
 from harness.producers.rates import make_rate
-from harness.lag_sampler import LagSampler
+from harness.samplers.lag import LagSampler
 from harness.reports.ci import junit_xml, summary_markdown
 from harness.reports.report import write_reports
 
@@ -66,7 +68,7 @@ class RunOutcome:
 
 
 def new_run_dir(name: str, out: Path | None) -> Path:
-    """`out` (which must be new or empty: harness.outdir; `--replace` empties it first), else a new directory
+    """`out` (which must be new or empty: harness.files.outdir; `--replace` empties it first), else a new directory
     under runs/ named by the time and the scenario."""
     if out is not None:
         outdir.check(out)
@@ -145,7 +147,7 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
         ctx.state.write(run_dir / "run_state.json")
         environment.record(run_dir, ctx.state.backend)  # what it ran on, before the judge reads it
         result, problems = record(measure_and_judge(scenario, run_dir, ctx.state), run_dir, baseline)
-    except OSError as exc:  # a full disk: the cause said, no partial file left (harness.atomic)
+    except OSError as exc:  # a full disk: the cause said, no partial file left (harness.files.atomic)
         console.warn(f"writing the run's results in {run_dir} failed: {exc}")
         console.end_log()
         return RunOutcome(run_dir, {"verdict": "unjudged", "unjudged_reason": str(exc)},
@@ -412,7 +414,7 @@ def rate_shape(spec) -> tuple[float, float | None]:
 
 
 def _watch_run(ctx: RunContext) -> None:
-    """What every tick of the traffic does: a full disk stops the run now, named (harness.nospace); the query
+    """What every tick of the traffic does: a full disk stops the run now, named (harness.files.nospace); the query
     supervised (a killed one restarted); a soak's fail-fast."""
     nospace.check_free(ctx.run_dir)
     ctx.query_watch = _supervise_query(ctx)
@@ -542,7 +544,7 @@ def _note(ctx: RunContext, event: str, **fields) -> None:
 
 
 def _with_cause(ctx: RunContext, error: str) -> str:
-    """`error`, led by its cause when that was a full disk (harness.nospace): found in the error, the query's
+    """`error`, led by its cause when that was a full disk (harness.files.nospace): found in the error, the query's
     recorded error or the end of the driver's and the producers' logs, where a truncated message loses it."""
     status = ctx.query.status() if ctx.query is not None else {}
     logs = [ctx.run_dir / "spark" / "driver.log", *sorted((ctx.run_dir / "producers").glob("*.log"))]

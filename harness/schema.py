@@ -1,8 +1,8 @@
 """The JSON Schemas shipped in the package (harness/schemas/), every field described: the run directory's files a
-user reads, result.json (harness.result.RunResult), scenario.json (the file, the overrides and the scenario
-resolved), series.json (harness.analysis.series.Series), environment.json (harness.environment.FIELDS) and
-run_state.json (harness.runstate.RunState); and a scenario (harness.config.Scenario: a scenario file, as TOML or as
-JSON). Generated from the typed models, never kept by hand: `python -m harness.schema` writes them, and a test
+user reads, result.json (harness.records.result.RunResult), scenario.json (the file, the overrides and the scenario
+resolved), series.json (harness.analysis.series.Series), environment.json (harness.records.environment.FIELDS) and
+run_state.json (harness.records.runstate.RunState); and a scenario (harness.config.Scenario: a scenario file, as TOML
+or as JSON). Generated from the typed models, never kept by hand: `python -m harness.schema` writes them, and a test
 fails when a shipped file differs from what its model gives.
 
 An editor validates a scenario file against scenario.schema.json (taplo and the Even Better TOML extension take a
@@ -20,8 +20,8 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def result_schema() -> dict[str, Any]:
-    from harness.result import SCHEMA_VERSION, RunResult
-    from harness.result import __doc__ as doc
+    from harness.records.result import SCHEMA_VERSION, RunResult
+    from harness.records.result import __doc__ as doc
 
     return {"$schema": DRAFT, "$id": f"https://spark-stream-harness/schemas/result-v{SCHEMA_VERSION}.schema.json",
             **RunResult.model_json_schema(), "title": "result.json", "description": (doc or "").strip()}
@@ -38,11 +38,12 @@ def scenario_schema() -> dict[str, Any]:
 
 
 def run_state_schema() -> dict[str, Any]:
-    """run_state.json: harness.runstate.RunState as written (`extra`, the keys of an older file, flattened in)."""
+    """run_state.json: harness.records.runstate.RunState as written (`extra`, the keys of an older file, flattened
+    in)."""
     from pydantic import TypeAdapter
 
-    from harness.runstate import RunState
-    from harness.runstate import __doc__ as doc
+    from harness.records.runstate import RunState
+    from harness.records.runstate import __doc__ as doc
 
     schema = TypeAdapter(RunState).json_schema()
     schema["properties"].pop("extra", None)
@@ -77,8 +78,8 @@ def series_schema() -> dict[str, Any]:
 
 
 def environment_schema() -> dict[str, Any]:
-    from harness.environment import FIELDS
-    from harness.environment import __doc__ as doc
+    from harness.records.environment import FIELDS
+    from harness.records.environment import __doc__ as doc
 
     return {"$schema": DRAFT, "$id": "https://spark-stream-harness/schemas/environment.schema.json",
             "title": "environment.json", "description": (doc or "").strip(), "type": "object",

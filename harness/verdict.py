@@ -21,7 +21,7 @@ from harness.checkers import Checker, batch_cap, events, faults, oracle, run as 
 from harness.checkers.busy import set_aside_when_busy, unjudged_reason
 from harness.checkers.catalogue import check_names
 from harness.checkers.state import state_matches
-from harness.result import RunResult
+from harness.records.result import RunResult
 from harness.soak.checks import soak
 
 # the verdict, in the order result.json lists its checks

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 from harness.supervisor import Child, Supervisor, log_lines, wait_until
 from harness.producers.records import histogram_summary, merge_histograms, merge_partition_counts
 

@@ -30,7 +30,8 @@ from gevent.event import Event
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from harness import atomic, clocks
+from harness import clocks
+from harness.files import atomic
 
 if os.environ.get(clocks.TEST_OFFSET_ENV):  # tests only: this worker's clock is off by that much
     time.time = clocks.wall_clock()

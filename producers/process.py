@@ -44,14 +44,14 @@ from gevent.lock import Semaphore  # noqa: E402
 from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
-from harness import atomic  # noqa: E402
+from harness.files import atomic  # noqa: E402
 from harness.producers.ahead import EventsAhead  # noqa: E402
 from harness.producers.fleet import MEASURE_FILE, MEASURE_POLL_S  # noqa: E402
 from harness.producers.keys import make_key_chooser  # noqa: E402
 from harness.producers.pacer import TokenPacer  # noqa: E402
 from harness.producers.payloads import PayloadSource  # noqa: E402
 from harness.producers.rates import make_rate, warmed_up  # noqa: E402
-from harness.history import AckWriter  # noqa: E402
+from harness.records.history import AckWriter  # noqa: E402
 from harness.producers.records import SecondStats  # noqa: E402
 from harness.producers.sender import Sender  # noqa: E402
 from harness.producers.spec import KeysSpec, PayloadSpec, RateSpec  # noqa: E402

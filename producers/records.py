@@ -1,7 +1,7 @@
 """What a producer process records besides its history: one stats line per second and a summary's counters.
 
 The history itself (one ack row per event, acked with its partition and offset or failed with its error class)
-is `harness.history.AckWriter`'s, written in bulk as Arrow record batches. Delivery reports arrive in bulk (one
+is `harness.records.history.AckWriter`'s, written in bulk as Arrow record batches. Delivery reports arrive in bulk (one
 poll serves many), so everything here takes whole batches as numpy arrays: per-event Python work is what limits
 a producer process.
 """

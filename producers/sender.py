@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from harness.history import AckWriter
+from harness.records.history import AckWriter
 from harness.producers.records import SecondStats
 
 

@@ -23,7 +23,7 @@ import tomllib
 import time
 from pathlib import Path
 
-from harness.paths import REPO, SCENARIOS_DIR
+from harness.files.paths import REPO, SCENARIOS_DIR
 
 BEGIN, END = "<!-- scenarios:begin (python -m harness.reports.catalogue README.md) -->", "<!-- scenarios:end -->"
 FIGURES_BEGIN = "<!-- measured:begin (python -m harness.reports.catalogue docs/checks.md) -->"

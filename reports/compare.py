@@ -33,8 +33,8 @@ import numpy as np
 from harness.analysis.lag import lag_on_grid
 from harness.analysis.progress import epoch_s
 from harness.errors import InputError
-from harness.jsonl import read_jsonl
-from harness.wording import PROCESSING_RATE
+from harness.files.jsonl import read_jsonl
+from harness.text.wording import PROCESSING_RATE
 
 # figure -> (what, lower is better)
 FIGURES: dict[str, tuple[str, bool]] = {

@@ -17,7 +17,7 @@ from harness.reports.compare import (FIGURES, VERDICTS_TEXT, _fmt, _fmt_band, _f
                              recommended_line)
 from harness.reports.html import CSS, _table
 from harness.analysis.series import dense_seconds
-from harness.wording import PROCESSING_RATE
+from harness.text.wording import PROCESSING_RATE
 
 # sweep figures on the swept axis: (key in sweep.json runs, title, is latency)
 SWEPT = (("process_rps", f"Spark's {PROCESSING_RATE}, rows/s", False), ("latency_p99_ms", "latency p99", True),

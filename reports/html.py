@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from harness.check import status_of
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 from harness.secrets import redacted
-from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE, warmup_line
+from harness.text.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE, warmup_line
 from harness.reports.accounting import accounting_rows, environment_rows
 from harness.reports.binning import COLUMNS, bin_columns, bin_size, extreme_rows, extremes, note
 from harness.reports.charts import (COLORS, Chart, can_draw, human_ms, mark_performance, missing_html, ms_axis, nines,
@@ -374,7 +374,7 @@ ROLE_COLORS = {"broker": COLORS[0], "emulator": COLORS[0], "netproxy": COLORS[9]
 
 
 def resources_chart(run: dict, spans) -> Chart | None:
-    """RSS and CPU cores per role over time (series.json's `resources`, from harness.resources' samples)."""
+    """RSS and CPU cores per role over time (series.json's `resources`, from harness.samplers.resources' samples)."""
     resources = (run["series"] or {}).get("resources") or {}
     rss, cpu = resources.get("rss") or {}, resources.get("cpu") or {}
     if not rss:
@@ -468,7 +468,7 @@ def performance_html(result: dict) -> str:
 
 
 def throughput_html(result: dict) -> str:
-    """Offered against processed, the processing rate named for what it is (harness.wording), with its note."""
+    """Offered against processed, the processing rate named for what it is (harness.text.wording), with its note."""
     thr = result.get("throughput") or {}
     rows = [["produced (acked), events/s", f"{thr.get('produce_eps', 0):,.1f}"],
             ["target, events/s", f"{thr.get('target_eps', 0):,.1f}"],

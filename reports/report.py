@@ -6,9 +6,9 @@ from pathlib import Path
 from harness.check import status_of
 from harness.reports.performance import (RECOVERY_HEAD, RECOVERY_NOTE, headroom_line, recovery_rows, steady_lines,
                                  sustained_check, sustained_rows)
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 from harness.reports.accounting import accounting_rows, environment_rows
-from harness.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE, warmup_line
+from harness.text.wording import PROCESSING_RATE, PROCESSING_RATE_NOTE, warmup_line
 
 
 def oracle_section(result: dict) -> list[str]:
@@ -223,7 +223,7 @@ def _faults(result: dict, t0: float) -> list[str]:
 def write_reports(result: dict, run_dir: Path) -> list[str]:
     """report.md and report.html beside result.json; a report that cannot be built is a problem to say, never a
     reason to lose the result (already written)."""
-    from harness import atomic
+    from harness.files import atomic
 
     def html() -> str:
         from harness.reports.html import build_html  # matplotlib: a broken install costs the page, not the run

@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 
 from harness.analysis.resources import MB
-from harness.wording import footprint_line, machine_line
+from harness.text.wording import footprint_line, machine_line
 
 
 # -- report.md -----------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 from harness.analysis.progress import epoch_s
 from harness.netproxy import role as client_role
 

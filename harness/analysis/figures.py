@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import calibration
+from harness.records import calibration
 from harness.analysis.consumers import connections_file, consumer_summary, read_connections
 from harness.analysis.lag import lag_series, lag_summary
 from harness.analysis.producers import rate_accuracy, skew_section
@@ -17,8 +17,8 @@ from harness.analysis.runview import RunView
 from harness.analysis.series import build_series
 from harness.analysis.spark_tasks import placement_summary, placement_tasks
 from harness.analysis.startup import startup_steps
-from harness.jsonl import read_jsonl
-from harness.result import RunResult
+from harness.files.jsonl import read_jsonl
+from harness.records.result import RunResult
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Spark's own progress cannot show it (without a rate limit every batch reads up to the latest offset it saw, so
 `latestOffset - endOffset` is 0 even when the query is far behind): the runner samples the broker's end offsets
-(harness.lag_sampler, lag.jsonl) and each batch's commit is known from its progress record (start timestamp +
+(harness.samplers.lag, lag.jsonl) and each batch's commit is known from its progress record (start timestamp +
 triggerExecution).
 """
 from __future__ import annotations

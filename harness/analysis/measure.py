@@ -18,18 +18,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import atomic, clocks, environment
+from harness import clocks
+from harness.files import atomic
+from harness.records import environment
 from harness.analysis.figures import Drawn, fill_figures
 from harness.analysis.runview import RunView, Unjudgeable, read_faults, read_run, reading, rows_are_events
 from harness.analysis.state import read_state
 from harness.config import Scenario
-from harness.history import torn_tail
-from harness.jsonl import read_jsonl, unreadable_in
+from harness.records.history import torn_tail
+from harness.files.jsonl import read_jsonl, unreadable_in
 from harness.oracles import run_oracle
-from harness.placements import apply_placements, load_placements
+from harness.records.placements import apply_placements, load_placements
 from harness.queries import resolve
-from harness.result import RunResult
-from harness.runstate import RunState
+from harness.records.result import RunResult
+from harness.records.runstate import RunState
 from harness.sinks import EVENT_COLUMNS, sink_part
 from harness.sinks.parquet.files import missing_files
 from harness.spark.state_reader import STATE_ORACLES

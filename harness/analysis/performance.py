@@ -16,7 +16,7 @@ from harness.analysis.progress import commit_s
 from harness.analysis.recovery import recoveries
 from harness.analysis.steady import hist_between, measured_is_steady, startup_figures, steady_window
 from harness.analysis.sustain import sustain_figures
-from harness.histsummary import Hist
+from harness.records.histsummary import Hist
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Figures and leak verdicts from resources.jsonl (harness.resources): pure functions of the samples.
+"""Figures and leak verdicts from resources.jsonl (harness.samplers.resources): pure functions of the samples.
 
 The machine (`machine`): how much CPU processes outside the run took while it measured, from /proc/stat's
 counters in the same samples: the machine's busy time minus what the run's own processes used, and steal apart.
@@ -20,7 +20,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 
 MB = 1e6
 ROLE_ORDER = ("broker", "emulator", "netproxy", "spark-master", "spark-worker", "driver", "driver-jvm", "executor",
@@ -28,7 +28,7 @@ ROLE_ORDER = ("broker", "emulator", "netproxy", "spark-master", "spark-worker", 
 # defaults for a run that says nothing else (a soak states its own): the first minutes of a JVM are heap growth,
 # not a leak, and a slope over less than five minutes of samples is mostly noise
 AFTER_S, MIN_SPAN_S, MAX_GROWTH_MB_PER_H = 120.0, 300.0, 100.0
-# Whose CPU is whose (harness.resources.ROLES names the roles): the harness's own processes (its producers, the
+# Whose CPU is whose (harness.samplers.resources.ROLES names the roles): the harness's own processes (its producers, the
 # runner with its samplers, the TCP proxy) and the system under test (the broker or the emulator standing in for
 # Event Hubs, Spark's JVMs and the query's Python driver and workers, spark-submit's launchers). "other" (a shell,
 # a tool) is in neither: counted apart and named, never silently added to one side.
@@ -36,7 +36,7 @@ HARNESS_ROLES = ("producer", "runner", "netproxy")
 SUT_ROLES = ("broker", "emulator", "spark-master", "spark-worker", "driver", "driver-jvm", "executor",
              "python-worker", "launcher")
 FOOTPRINT_GOAL = 0.05  # the harness's CPU under 5% of the system under test's: more distorts what it measures
-# /proc/stat's columns that are a CPU at work for some process (harness.resources.STAT_FIELDS; guest time is
+# /proc/stat's columns that are a CPU at work for some process (harness.samplers.resources.STAT_FIELDS; guest time is
 # already inside user and nice); steal, time the hypervisor gave another guest, is counted apart
 BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq")
 
@@ -216,7 +216,7 @@ def run_footprint(run_dir: Path, start: float | None, end: float | None, client:
     """`footprint` of a run directory over its traffic (measured_window), with the producers' CPU per event sent
     over the window the CPU was counted in (their stats rows: events sent each second). `client`: the producers'
     client library when it sets a floor of its own (the azure-eventhub SDK); `floor`: what a plain loop of that
-    client costs per event here (harness.calibration, as the run recorded it): the footprint then says what the
+    client costs per event here (harness.records.calibration, as the run recorded it): the footprint then says what the
     same events sent that way would have taken of what was measured."""
     out = footprint(load(run_dir), *measured_window(run_dir, start, end))
     stats = [read_jsonl(f) for f in sorted((Path(run_dir) / "producers").glob("stats-*.jsonl"))]  # a file a process

@@ -19,15 +19,15 @@ from harness.analysis.performance import Performance, performance
 from harness.analysis.progress import epoch_s
 from harness.analysis.resources import load as load_resources, summarize as summarize_resources
 from harness.analysis.source_tasks import read_tasks, source_summary
-from harness.reconcile import Expectations, IncrementalChecker, Reconciliation
+from harness.reconcile import Expectations, Reconciler, Reconciliation
 from harness.config import Scenario
-from harness.durations import spark_interval_ms
+from harness.text.durations import spark_interval_ms
 from harness.effects import FAULT_PRODUCER_BASE, Effect
 from harness.faults.nemesis import recorded_faults
-from harness.jsonl import read_jsonl
-from harness.placements import load_placements
+from harness.files.jsonl import read_jsonl
+from harness.records.placements import load_placements
 from harness.queries import QueryDef
-from harness.runstate import RunState
+from harness.records.runstate import RunState
 from harness.sinks import EVENT_COLUMNS, EVENT_ID_COLUMNS, sink_part
 from harness.sinks.parquet.files import local_path, batch_log
 from harness.spark import checkpoint as ckpt
@@ -116,7 +116,7 @@ def read_run(scenario: Scenario, run_dir: Path, state: RunState, query_def: Quer
                           f"none): {state.positions_error}")
     per_event = query_def.oracle == "events"  # the events oracle: the output is one row per event
     traffic = read_traffic(scenario, run_dir)
-    with IncrementalChecker() as checker:
+    with Reconciler() as checker:
         with reading("reading the producers' history (producers/acks-*.arrows, or acks-*.csv of older runs)"):
             clock_plan = clocks.plan(run_dir / "producers", clock_threshold_ms)
             # every machine's files (subdirectories gathered from producer machines), on the reference clock
@@ -188,7 +188,7 @@ def expectations(scenario: Scenario, run_dir: Path, state: RunState, faults: Fau
     )
 
 
-def add_output(scenario: Scenario, run_dir: Path, query_def: QueryDef, checker: IncrementalChecker,
+def add_output(scenario: Scenario, run_dir: Path, query_def: QueryDef, checker: Reconciler,
                per_event: bool) -> pd.DataFrame | None:
     """The query's output into the checker: a query's own sink (its read_sink), the Kafka sink's output topic as
     the run read it, or the Parquet sink's files when its rows are events. What an own sink or the output topic
@@ -268,7 +268,7 @@ def rows_are_events(sink_dir: Path) -> bool:
     return all(c in names for c in EVENT_ID_COLUMNS)
 
 
-def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario, checker: IncrementalChecker,
+def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario, checker: Reconciler,
                   per_event: bool = True) -> pd.DataFrame:
     """What a foreachBatch query's own reader returns; with the event columns and a commit time per row the
     checker takes its rows (in commit order) and measures latency from them, as from the Parquet sink's log.
@@ -279,7 +279,7 @@ def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario, checke
     return add_frame(frame, checker, per_event, "read_sink")
 
 
-def add_frame(frame: pd.DataFrame, checker: IncrementalChecker, per_event: bool, source: str) -> pd.DataFrame:
+def add_frame(frame: pd.DataFrame, checker: Reconciler, per_event: bool, source: str) -> pd.DataFrame:
     """Sink rows with the event columns and a commit time each go to the checker in commit order (latency is
     measured from them); `per_event`: the events oracle needs those columns."""
     if all(c in frame.columns for c in EVENT_COLUMNS):

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.histsummary import Hist, LatencySummary, grouped_percentile
+from harness.records.histsummary import Hist, LatencySummary, grouped_percentile
 from harness.analysis.lag import lag_by_partition
 from harness.analysis.resources import MB, cpu_intervals, disk_series, role_rss
 
@@ -75,7 +75,7 @@ class CpuSteps(BaseModel):
 
 
 class Resources(BaseModel):
-    """The run's processes over time, per role (harness.resources' samples)."""
+    """The run's processes over time, per role (harness.samplers.resources' samples)."""
     rss: dict[str, RoleMemory] = Field(description="Resident memory per role.")
     cpu: CpuSteps = Field(description="CPU per role.")
 
@@ -113,8 +113,8 @@ class Series(BaseModel):
 
 def per_second_summary(per_second: dict) -> dict[str, list]:
     """p50 / p99 / max latency of the events intended in each whole second since t0, as HdrHistogram reports them
-    (3 significant digits), from the checker's per-second buckets (harness.histsummary), and how many events were
-    made visible (sink commit time) in each second."""
+    (3 significant digits), from the checker's per-second buckets (harness.records.histsummary), and how many events
+    were made visible (sink commit time) in each second."""
     if not per_second or not len(per_second["n"]):
         return {"t": [], "latency_p50": [], "latency_p99": [], "latency_max": [], "visible_t": [], "visible": []}
     s, b, n = (np.asarray(per_second[k], dtype=np.int64) for k in ("s", "bucket_us", "n"))
@@ -173,8 +173,8 @@ def task_rows(tasks: Iterable[dict], t0: float) -> dict[str, Any]:
 def build_series(*, t0: float, warmup_s: float, latency: LatencySummary, per_second: list[dict],
                  progress: list[dict], lag_samples: list[dict], tasks: list[dict],
                  resource_samples: list[dict] = ()) -> dict[str, Any]:
-    """`latency`: the checker's summary with t0's per-second buckets (IncrementalChecker.reconcile(t0=...));
-    `resource_samples`: harness.resources' samples (resources.jsonl)."""
+    """`latency`: the checker's summary with t0's per-second buckets (Reconciler.reconcile(t0=...));
+    `resource_samples`: harness.samplers.resources' samples (resources.jsonl)."""
     out = {"schema": SCHEMA, "t0": t0, "warmup_s": warmup_s,
            "produced": produced_per_second(per_second, t0),
            "delivered": per_second_summary(latency.per_second),

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 from harness.analysis.progress import parse_offsets
 
 COUNTERS = ("rows", "created", "reused", "mismatch", "stolen", "expired_skipped")

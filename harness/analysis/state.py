@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 from harness.oracles import (expected_sessions, producer_job, session_gap_ms, split_sessions, window_ms,
                              window_starts, with_keys)
 

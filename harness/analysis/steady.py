@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.histsummary import Hist, grouped_percentile
+from harness.records.histsummary import Hist, grouped_percentile
 
 BLOCK_S = 5
 MIN_BLOCKS = 4
@@ -50,7 +50,7 @@ def mser_truncation(values: Sequence[float], block: int = BLOCK_S, max_index: in
 
 def per_second_p99(per_second: dict, start_s: int, end_s: int) -> tuple[list[int], list[float]]:
     """(second, p99 ms) of every second in [start_s, end_s) that had delivered events (the checker's per-second
-    buckets: harness.histsummary)."""
+    buckets: harness.records.histsummary)."""
     if not per_second or not len(per_second.get("n", [])):
         return [], []
     s, b, n = (np.asarray(per_second[k], dtype=np.int64) for k in ("s", "bucket_us", "n"))

@@ -60,7 +60,7 @@ class BackendSpec(BaseModel):
     producer_client_floor: ClassVar[str | None] = None
 
     def producer_floor_calibration(self) -> str | None:
-        """The name of the calibration (harness.calibration) holding that floor for this table's producers."""
+        """The name of the calibration (harness.records.calibration) holding that floor for this table's producers."""
         return None
 
     def consumers_unrecorded(self) -> str | None:

@@ -20,7 +20,7 @@ import math
 import traceback
 from typing import Callable
 
-from harness import atomic
+from harness.files import atomic
 from harness.console import Console
 
 # name -> `module:function`, in the order `all` runs them (cheapest, least disturbing first is not the point:

@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import atomic, outdir
+from harness.files import atomic, outdir
 from harness.bench import wide_console
 from harness.bench.margins import NARROW, margin_text, margins, smallest
 from harness.bench.verdict_row import FAIL, PASS, figures, first_clause, make_row, read_result
@@ -43,7 +43,7 @@ from harness.commands.sweep import combinations
 from harness.config import MAX_SWEEP_RUNS, ConfigError, Scenario, load_scenario
 from harness.console import Console
 from harness.errors import InputError
-from harness.paths import SCENARIOS_DIR
+from harness.files.paths import SCENARIOS_DIR
 from harness.runner import new_run_dir
 from harness.supervisor import Supervisor
 

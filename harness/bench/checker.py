@@ -30,9 +30,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from harness import atomic
+from harness.files import atomic
 from harness.bench import row
-from harness.history import ACK_SCHEMA
+from harness.records.history import ACK_SCHEMA
 
 PRODUCERS = 4
 PARTITIONS = 16
@@ -139,14 +139,14 @@ def _sink_batch(sink: Path, batch_id: int, lo: int, hi: int, rng) -> float:
 
 # --------------------------------------------------------------------------------------------- the engines
 def check_new(directory: str) -> dict:
-    """The checker as a run uses it (harness.reconcile.IncrementalChecker): history and sink files in, verdict and
+    """The checker as a run uses it (harness.reconcile.Reconciler): history and sink files in, verdict and
     latency summary out."""
-    from harness.reconcile import IncrementalChecker
-    from harness.history import ack_batches
+    from harness.reconcile import Reconciler
+    from harness.records.history import ack_batches
 
     d = Path(directory)
     t = time.perf_counter()
-    with IncrementalChecker(d / "state", memory_limit=MEMORY_LIMIT) as checker:
+    with Reconciler(d / "state", memory_limit=MEMORY_LIMIT) as checker:
         checker.add_acks(ack_batches(d / "producers"))
         checker.add_sink(d / "sink")
         rec = checker.reconcile(measured_from_ms=T0_MS + 1000.0, t0=T0_MS / 1000.0)
@@ -157,8 +157,8 @@ def check_new(directory: str) -> dict:
 def check_old(directory: str) -> dict:
     """The pandas engine it replaced, on the same files (harness.bench.reference_checker)."""
     from harness.bench import reference_checker as ref
-    from harness.history import load_acks
-    from harness.placements import apply_placements, load_placements
+    from harness.records.history import load_acks
+    from harness.records.placements import apply_placements, load_placements
     from harness.sinks.parquet.files import read_sink
 
     d = Path(directory)
@@ -176,11 +176,11 @@ def measure_live(steps: int) -> dict:
     counts checked against the truth (nothing lost, no duplicate; one step's events pending at every look)."""
     import pandas as pd
 
-    from harness.reconcile import Expectations, IncrementalChecker
+    from harness.reconcile import Expectations, Reconciler
 
     rng = np.random.default_rng(7)
     n, seconds, total, sink = int(LIVE_EPS * LIVE_STEP_S), [], 0, None
-    with IncrementalChecker() as engine:
+    with Reconciler() as engine:
         for step in range(steps):
             seq = np.arange(total, total + n, dtype=np.int64)
             t0 = T0_MS + step * LIVE_STEP_S * 1000.0

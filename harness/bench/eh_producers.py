@@ -13,7 +13,7 @@ in the machine's load weighs on both:
   whole process from its stats rows;
 - a plain SDK loop (harness/bench/raw_eh_producer.py) sending the same events per wake-up, addressed the same way.
 Rows: the harness's CPU per event against the plain loop's (goal <= 1.5), and the cores each takes at that rate.
-A full (not `--quick`) bench keeps each mode's plain-loop figure in the cache (harness.calibration): every later
+A full (not `--quick`) bench keeps each mode's plain-loop figure in the cache (harness.records.calibration): every later
 Event Hubs run over AMQP says in its footprint line what a plain loop sending its events would have taken.
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import atomic, calibration
+from harness.files import atomic
+from harness.records import calibration
 from harness.backends.eventhubs.emulated import EmulatedEventHubs
 from harness.bench import row
 from harness.bench.producers import cpu_per_event

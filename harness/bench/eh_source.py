@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import atomic
+from harness.files import atomic
 from harness.bench import row
 from harness.backends.eventhubs.emulated import EmulatedEventHubs
 from harness.console import Console

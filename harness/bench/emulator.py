@@ -19,7 +19,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 
-from harness import atomic
+from harness.files import atomic
 from harness.bench import emulator_kafka
 
 HUB = "bench"

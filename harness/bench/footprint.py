@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import atomic
+from harness.files import atomic
 from harness.backends.kafka.embedded import EmbeddedKafka
 from harness.bench import row
 from harness.bench.producers import Bench, cpu_per_event

@@ -39,7 +39,7 @@ import time
 import uuid
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 
 HUB, WRITES = "soak", "soak-writes"
 ROUND_TRIP_GOAL_MS = 1000.0

@@ -31,7 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 from harness.backends.kafka.embedded import EmbeddedKafka
 from harness.bench import row
 from harness.console import Console

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import atomic
+from harness.files import atomic
 from harness.backends.kafka.embedded import EmbeddedKafka
-from harness.history import load_acks
+from harness.records.history import load_acks
 from harness.console import Console
 from harness.supervisor import Supervisor
 from harness.producers.fleet import ProducerFleet

@@ -34,13 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import atomic
+from harness.files import atomic
 from harness.analysis.cost import cpu_per_event
 from harness.analysis.progress import epoch_s
 from harness.bench import row
 from harness.console import Console
-from harness.jsonl import read_jsonl
-from harness.paths import runs_dir
+from harness.files.jsonl import read_jsonl
+from harness.files.paths import runs_dir
 from harness.supervisor import Supervisor
 
 SCENARIO = "rtm-steady"

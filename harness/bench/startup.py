@@ -55,16 +55,16 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 from harness.bench import row
 from harness.bench.kafka_query import fill
 from harness.commands.setup import make_first_run_files
 from harness.commands.shared_broker import SHARED_ENV
 from harness.config import load_scenario
 from harness.console import Console
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 from harness.jvm import cds
-from harness.paths import SCENARIOS_DIR
+from harness.files.paths import SCENARIOS_DIR
 from harness.runner import PRODUCERS_AT_GO_ENV, SEQUENTIAL_START_ENV
 from harness.spark.process import driver_env
 from harness.supervisor import Supervisor, wait_until

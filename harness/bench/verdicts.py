@@ -29,7 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from harness import atomic, outdir, secrets
+from harness import secrets
+from harness.files import atomic, outdir
 from harness.bench import wide_console
 from harness.bench.agreement import EXPECTED, Mode, goal, mode_agreement
 from harness.bench.busy import BusyCores

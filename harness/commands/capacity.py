@@ -64,7 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from harness import atomic, outdir, runner, secrets
+from harness import runner, secrets
+from harness.files import atomic, outdir
 from harness.check import Check, counts_against, exit_code, status_of
 from harness.commands.capacity_defaults import (DEFAULT_LATENCY_P99_MS, DEFAULT_MAX_TRIALS, DEFAULT_START_EPS,
                                                 DEFAULT_TRIAL_S, DEFAULT_WARMUP_S, LATENCY_INTERVALS)
@@ -74,7 +75,7 @@ from harness.console import Console
 from harness.errors import InputError
 from harness.checkers.busy import busy_cause
 from harness.checkers.sustained import Thresholds, criteria as sustained_criteria, headroom_check
-from harness.durations import spark_interval_ms
+from harness.text.durations import spark_interval_ms
 from harness.reports.capacity_html import capacity_html
 
 GROWTH = 2.0

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 from harness.errors import InputError
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from harness import atomic, runner, secrets
+from harness import runner, secrets
+from harness.files import atomic
 from harness.check import counts_against, exit_code, status_of
 from harness.config import Scenario
 from harness.console import Console

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import outdir
+from harness.files import outdir
 from harness.commands.repeat import run_repeats
 from harness.commands.sweep import run_sweep
 from harness.config import load_scenario
@@ -15,7 +15,7 @@ from harness.runner import RunOutcome, new_run_dir, run_loaded
 
 def run(name_or_path: str, overrides: list[str] | None = None, out: Path | None = None,
         console: Console | None = None, repeat: int | None = None, replace: bool = False) -> RunOutcome:
-    """`replace`: an earlier run's `out` is emptied first (harness.outdir), once the scenario is known good."""
+    """`replace`: an earlier run's `out` is emptied first (harness.files.outdir), once the scenario is known good."""
     outdir.check(out, replace)
     scenario, path, _ = load_scenario(name_or_path, overrides)  # ConfigError before anything starts
     outdir.prepare(out, replace)

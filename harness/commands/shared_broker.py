@@ -27,7 +27,7 @@ from harness.backends.base import Backend
 from harness.backends.kafka.shared import SharedKafka
 from harness.config import Scenario
 from harness.console import Console
-from harness.paths import switched_off
+from harness.files.paths import switched_off
 from harness.supervisor import Supervisor
 
 SHARED_ENV = "HARNESS_SHARED_BROKER"  # "0": every run starts its own broker

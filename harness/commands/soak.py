@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness import outdir
+from harness.files import outdir
 from harness.config import ConfigError, load_scenario
 from harness.console import Console
 from harness.runner import RunOutcome, run_scenario
-from harness.durations import cli_duration_s
+from harness.text.durations import cli_duration_s
 from harness.soak.checks import baseline_spec
 from harness.soak.plan import replayed, resolve
 

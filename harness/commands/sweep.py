@@ -24,7 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness import atomic, runner, secrets
+from harness import runner, secrets
+from harness.files import atomic
 from harness.analysis.cost import cpu_per_event, recovery_s
 from harness.check import counts_against, exit_code, status_of
 from harness.commands.repeat import run_repeats

@@ -52,8 +52,8 @@ import re
 from dataclasses import dataclass, field
 
 from harness.errors import InputError
-from harness.nesting import too_deep
-from harness.suggest import did_you_mean
+from harness.text.nesting import too_deep
+from harness.text.suggest import did_you_mean
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"

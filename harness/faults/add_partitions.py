@@ -90,7 +90,7 @@ class AddPartitions(Fault):
 
         from harness.backends.kafka.admin import CLIENT_LOG
         from harness.secrets import expand_all
-        from harness.history import AckWriter
+        from harness.records.history import AckWriter
         from harness.producers.event import encode
 
         out = ctx.run_dir / "producers"

@@ -30,7 +30,7 @@ class RunHandle(Protocol):
     query: Any  # harness.spark.process.SparkQueryProcess | None: kill it, the runner restarts it
     supervisor: Any
     timeline: Any
-    state: Any  # harness.runstate.RunState: what the run found out
+    state: Any  # harness.records.runstate.RunState: what the run found out
     traffic_start: float | None
     netproxy: dict[str, Any] | None  # the TCP proxy in front of the brokers, when there is one
     fault_memory: dict[str, int]  # a fault's own counters across its injections (which executor was picked)

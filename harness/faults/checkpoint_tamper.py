@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness import atomic
+from harness.files import atomic
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
 from harness.faults.driver_kill import act_when, last_progress_batch, needs_running_query, wait_running

@@ -14,7 +14,7 @@ from harness.faults import fault_for
 from harness.faults.base import Fault, FaultOptions, RunHandle
 from harness.effects import Effect
 from harness.faults.schedule import Step, last_action_s, plan
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 
 
 class Nemesis(threading.Thread):

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Mapping
 
 from harness.errors import InputError
-from harness.paths import cache_dir, pyspark_home
+from harness.files.paths import cache_dir, pyspark_home
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = HERE / "settings.xml"

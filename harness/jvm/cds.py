@@ -21,7 +21,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from harness.paths import cache_dir, switched_off
+from harness.files.paths import cache_dir, switched_off
 
 CDS_ENV = "HARNESS_CDS"  # "0": no archive used or made
 DYNAMIC_MAGIC = 0xF00BABA8  # the first u4 of a Java 17 dynamic archive's header (CDS_DYNAMIC_ARCHIVE_MAGIC)

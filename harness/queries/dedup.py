@@ -13,7 +13,7 @@ re-sending what it already sent, as an at-least-once source does after a restart
 """
 from __future__ import annotations
 
-from harness.durations import spark_interval_ms
+from harness.text.durations import spark_interval_ms
 
 DEFAULTS = {"watermark": "10 seconds"}
 

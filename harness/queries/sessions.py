@@ -6,7 +6,7 @@ event-time timers) and the one whose failure modes (a timer lost or fired twice 
 restored from the wrong version) a driver kill exposes. Its oracle (`sessions`, harness.oracles) rebuilds the
 sessions from the producers' history alone.
 
-Params (Spark's interval words, parsed by harness.durations as the oracle parses them): `gap` (default
+Params (Spark's interval words, parsed by harness.text.durations as the oracle parses them): `gap` (default
 "5 seconds") and `watermark` (default "10 seconds": the event-time watermark delay; an event later than it is
 dropped by Spark and the oracle then finds its session's count short, which is the query's real behaviour).
 
@@ -29,7 +29,7 @@ scenario says (a restarted query keeps the provider its checkpoint recorded).
 """
 from __future__ import annotations
 
-from harness.durations import spark_interval_ms
+from harness.text.durations import spark_interval_ms
 
 DEFAULTS = {"gap": "5 seconds", "watermark": "10 seconds"}
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -1,17 +1,17 @@
 """A stateful query: events counted per tumbling event-time window, finished windows appended once.
 
 Params: `window` (default "10 seconds") and `watermark` (default "5 seconds"), in Spark's interval words. Both
-are parsed by the oracle's own parser (harness.durations.spark_interval_ms) and handed to Spark as whole milliseconds,
-so the query and its oracle cannot read a duration differently. `event_time` is the intended time truncated to
-the millisecond; Spark puts an event at t into [floor(t / w) * w, +w), so one exactly on a boundary opens the
-next window, as the oracle's floor does.
+are parsed by the oracle's own parser (harness.text.durations.spark_interval_ms) and handed to Spark as whole
+milliseconds, so the query and its oracle cannot read a duration differently. `event_time` is the intended time
+truncated to the millisecond; Spark puts an event at t into [floor(t / w) * w, +w), so one exactly on a boundary
+opens the next window, as the oracle's floor does.
 
 Output (append mode: a window is written once, when the watermark passes its end): `window_start_ms`,
 `window_end_ms` (double, epoch ms) and `count` (long). Judged by the `window_counts` oracle.
 """
 from __future__ import annotations
 
-from harness.durations import spark_interval_ms
+from harness.text.durations import spark_interval_ms
 from harness.oracles import WINDOW_DEFAULT
 
 DEFAULTS = {"window": WINDOW_DEFAULT, "watermark": "5 seconds"}

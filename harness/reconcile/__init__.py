@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from harness.reconcile.store import CheckStore
+from harness.reconcile.store import ReconcileStore
 from harness.effects import DupRange, LossRange
-from harness.histsummary import LatencySummary
+from harness.records.histsummary import LatencySummary
 from harness.sinks.parquet.files import local_path, batch_log
 
 
@@ -70,14 +70,14 @@ class Expectations:
     duplicates: list[DupRange] = field(default_factory=list)  # input ranges whose events may be written twice
 
 
-class IncrementalChecker:
+class Reconciler:
     """The checker over a history that grows: add what the producers and the sink wrote since the last call,
     reconcile whenever a verdict is wanted (a soak: every ~30 s; a run: once at the end). State lives in a
     DuckDB file (harness.reconcile.store) under `directory` (a temporary one when None), memory bounded by
     `memory_limit`; each reconcile works on what is new or still pending, not on the whole history."""
 
     def __init__(self, directory: Path | None = None, memory_limit: str = "1GB", threads: int = 2):
-        self.store = CheckStore(directory, memory_limit=memory_limit, threads=threads)
+        self.store = ReconcileStore(directory, memory_limit=memory_limit, threads=threads)
         self._sink_batches: set[int] = set()
 
     def add_acks(self, batches: Iterable[pa.RecordBatch]) -> int:
@@ -116,14 +116,14 @@ class IncrementalChecker:
     def close(self) -> None:
         self.store.close()
 
-    def __enter__(self) -> IncrementalChecker:
+    def __enter__(self) -> Reconciler:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float | None) -> dict:
+def _judge(store: ReconcileStore, expected: Expectations, settled_before_ms: float | None) -> dict:
     """The counts, from the store's state: see the module's rules."""
     con = store.con
     failed_expected = 0
@@ -184,10 +184,10 @@ def _judge(store: CheckStore, expected: Expectations, settled_before_ms: float |
 
 def reconcile(acks: pd.DataFrame, sink: pd.DataFrame, expected: Expectations | None = None, *,
               measured_from_ms: float | None = None, t0: float | None = None) -> Reconciliation:
-    """The whole verdict on a history held in frames (tests, small tools): acks as harness.history.load_acks
+    """The whole verdict on a history held in frames (tests, small tools): acks as harness.records.history.load_acks
     gives them (or with `produce_ms` instead of `latency_us`), sink rows in the sink log's order with
-    `commit_ms`. The same engine as a run's (IncrementalChecker), in a temporary store."""
-    with IncrementalChecker() as checker:
+    `commit_ms`. The same engine as a run's (Reconciler), in a temporary store."""
+    with Reconciler() as checker:
         checker.store.add_acks_frame(acks)
         checker.store.add_sink_frame(sink)
         return checker.reconcile(expected, measured_from_ms=measured_from_ms, t0=t0)

@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from harness.histsummary import LatencyCounts, bucket_index_ms
+from harness.records.histsummary import LatencyCounts, bucket_index_ms
 
 ACK_SCHEMA = pa.schema([("key", pa.int64()), ("arid", pa.int64()), ("partition", pa.int32()), ("offset", pa.int64()),
                         ("intended_ms", pa.float64()), ("ack_ms", pa.float64()), ("pub", pa.uint16())])

@@ -9,8 +9,9 @@ through the incremental path (so its tables hold everything: a one-off cost the 
 DuckDB's few microseconds an event), after which each ack and each first delivery waits
 in a pending table until its other half arrives, then both move to `delivered` (one row per event delivered); each
 reconcile joins only what is pending and what arrived since the last one. What stays whole-history is cheap:
-column scans of `delivered` (misplaced rows, the latency histograms, in numpy: harness.histsummary.summarize) and
-the per-(producer, partition, generation) order state, which keeps a tail row per group and only re-sorts a group
+column scans of `delivered` (misplaced rows, the latency histograms, in numpy:
+harness.records.histsummary.summarize) and the per-(producer, partition, generation) order state, which keeps a tail
+row per group and only re-sorts a group
 when a new delivery lands before its tail.
 
 The verdict is the same as the pandas reference (harness/bench/reference_checker.py, the checker before it) on the
@@ -38,7 +39,7 @@ import harness.reconcile.bulk as bulk
 from harness.reconcile.bulk import Runs
 from harness.sinks import EVENT_ID_COLUMNS
 
-from harness.histsummary import (LatencyCounts, LatencySummary, bucket_index, bucket_index_ms, measured_extent,
+from harness.records.histsummary import (LatencyCounts, LatencySummary, bucket_index, bucket_index_ms, measured_extent,
                                  summarize, window_edges)
 
 PRODUCER_BITS = 20
@@ -62,8 +63,9 @@ CREATE TABLE placements(key BIGINT, partition BIGINT, "offset" BIGINT);
 CREATE TABLE unplaced(key BIGINT, a_part INTEGER, a_off BIGINT, s_part BIGINT, s_off BIGINT);
 """
 
-# the microsecond value (harness.histsummary: rint, clipped to [1 us, 1 h]) and its HdrHistogram bucket (3 significant
-# digits: the lowest value equivalent to it in HdrHistogram(1, 3_600_000_000, 3), whose sub-buckets are 2048 wide)
+# the microsecond value (harness.records.histsummary: rint, clipped to [1 us, 1 h]) and its HdrHistogram bucket
+# (3 significant digits: the lowest value equivalent to it in HdrHistogram(1, 3_600_000_000, 3), whose sub-buckets
+# are 2048 wide)
 _US = "least(greatest(round_even(({x}) * 1000::DOUBLE, 0), 1), 3600000000)::BIGINT"
 _BUCKET = "(({v} >> greatest(0, floor(log2({v}))::INTEGER - 10)) << greatest(0, floor(log2({v}))::INTEGER - 10))"
 
@@ -73,7 +75,7 @@ def bucket_sql(ms_expr: str) -> str:
     return _BUCKET.format(v=f"({_US.format(x=ms_expr)})")
 
 
-class CheckStore:
+class ReconcileStore:
     """The incremental checker's state in one DuckDB database file under `directory` (or, without one, in
     memory, spilling to a temporary directory removed by close()), and the history staged since the last
     reconcile under `directory`/stage. add_acks / add_sink_batches / add_sink_frame stage new history; reconcile()
@@ -513,7 +515,7 @@ class CheckStore:
 
     def latency_summary(self, measured_from_ms: float | None = None, t0: float | None = None,
                         windows: int = 10) -> LatencySummary:
-        """harness.histsummary.summarize over the delivered events: counted by the bulk pass (or, asked for
+        """harness.records.histsummary.summarize over the delivered events: counted by the bulk pass (or, asked for
         another window, by another pass over the staged runs), or the delivered table's a chunk at a time."""
         if self._bulk is not None:
             asked, summary = self._bulk["latency"]
@@ -545,7 +547,7 @@ class CheckStore:
             if self._own_dir:
                 shutil.rmtree(self.directory, ignore_errors=True)
 
-    def __enter__(self) -> CheckStore:
+    def __enter__(self) -> ReconcileStore:
         return self
 
     def __exit__(self, *exc) -> None:

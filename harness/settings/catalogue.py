@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness import atomic
+from harness.files import atomic
 from harness.jvm.artifacts import KAFKA_BROKER, SPARK_KAFKA, SetupError, classpath_dir, resolve
-from harness.paths import cache_dir, pyspark_home
+from harness.files.paths import cache_dir, pyspark_home
 from harness.settings.values import KafkaType, SparkType
 
 PROGRAM = Path(__file__).resolve().parent / "SettingNames.java"

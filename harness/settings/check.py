@@ -32,7 +32,7 @@ from harness.secrets import REDACTED, is_secret_key
 from harness.settings.librdkafka import knows, refusal
 from harness.settings.catalogue import CatalogueError, kafka_names, spark_missing, spark_names
 from harness.settings.values import kafka_value_problem, spark_value_problem
-from harness.suggest import did_you_mean, quote
+from harness.text.suggest import did_you_mean, quote
 
 # Java client configs Kafka takes under a prefix: config providers (`config.providers.<name>.class`, `.param.`)
 JAVA_PREFIXES = ("config.providers.",)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.durations import spark_bytes
+from harness.text.durations import spark_bytes
 
 _JAVA_TRIM = "".join(chr(c) for c in range(33))  # String.trim: every char <= ' ' at either end
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # Double.parseDouble's decimal forms (Java also takes hex floats; nobody writes those in a config)
 _DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
-# JavaUtils.timeSuffixes in nanoseconds (harness.durations reads the same strings in milliseconds, too coarse for
+# JavaUtils.timeSuffixes in nanoseconds (harness.text.durations reads the same strings in milliseconds, too coarse for
 # an entry kept in microseconds)
 _TIME_NS = {"us": 1_000, "ms": 1_000_000, "s": 10 ** 9, "m": 60 * 10 ** 9, "min": 60 * 10 ** 9, "h": 3600 * 10 ** 9,
             "d": 86400 * 10 ** 9}

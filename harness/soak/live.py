@@ -1,7 +1,7 @@
 """Checks evaluated while a soak runs, so a night that has already failed says so at once (and can stop).
 
 Every `check_every_s` the live checker hands what is new to the run's one reconciliation engine
-(harness.reconcile.IncrementalChecker, the same rules as the final verdict): ack batches appended to the producers'
+(harness.reconcile.Reconciler, the same rules as the final verdict): ack batches appended to the producers'
 history and the sink's newly committed batches; the engine keeps the state in DuckDB and reconciles only what is
 pending or new, so each evaluation costs what arrived since the last one, not the history. Its own state is only
 the last window's commit and ack times.
@@ -29,13 +29,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.check import Check
-from harness.reconcile import Expectations, IncrementalChecker, Reconciliation
+from harness.reconcile import Expectations, Reconciler, Reconciliation
 from harness.config import Scenario
 from harness.effects import Effect
 from harness.faults.nemesis import recorded_faults
-from harness.history import ack_files, file_batches
-from harness.jsonl import append_jsonl
-from harness.placements import load_placements
+from harness.records.history import ack_files, file_batches
+from harness.files.jsonl import append_jsonl
+from harness.records.placements import load_placements
 from harness.sinks import EVENT_ID_COLUMNS
 from harness.sinks.parquet.files import batch_log, local_path
 
@@ -84,7 +84,7 @@ class LiveChecker:
         assert self.spec is not None
         self.limit_p99 = self.spec.latency_p99_ms or scenario.checks.latency_p99_ms
         self.history, self.sink = HistoryTail(run_dir / "producers"), SinkTail(run_dir / "sink")
-        self.engine = IncrementalChecker(store_dir)  # a temporary directory when None, removed by close()
+        self.engine = Reconciler(store_dir)  # a temporary directory when None, removed by close()
         self.last: Reconciliation | None = None
         self.ack_times: list[np.ndarray] = []  # acked events' ack times, for the window's throughput
         self.commits: list[tuple[np.ndarray, np.ndarray]] = []  # (commit_ms, latency_ms) per sink lot

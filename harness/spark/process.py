@@ -16,12 +16,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from harness import atomic, secrets
+from harness import secrets
+from harness.files import atomic
 from harness.backends.base import SparkSource
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 from harness.jvm import cds
 from harness.jvm.artifacts import resolve
-from harness.paths import pyspark_home
+from harness.files.paths import pyspark_home
 from harness.supervisor import Child, Supervisor
 
 SOURCE_KEYS = ("format", "options", "normalise", "data_sources")  # SparkSource.as_job()'s keys

@@ -22,7 +22,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from harness.paths import REPO, cache_dir
+from harness.files.paths import REPO, cache_dir
 
 # folder -> its name inside the archive, as pyproject.toml's packages and package-dir install them
 PACKAGES = {"harness": "harness", "producers": "harness/producers", "reports": "harness/reports"}

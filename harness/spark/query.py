@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 from harness.jvm import cds
 from harness.secrets import expand_all, is_secret_key
 from harness.sinks import sink_part

@@ -40,7 +40,7 @@ import math
 import os
 import re
 
-from harness.durations import spark_trigger_ms
+from harness.text.durations import spark_trigger_ms
 from harness.sinks import sink_part
 
 MIN_BATCH_CONF = "spark.sql.streaming.realTimeMode.minBatchDuration"

@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from harness.atomic import write_json
+from harness.files.atomic import write_json
 
 REQUEST, HELD = "hold-after-sink-write.json", "sink-write-held.json"
 

@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 from harness.jvm import cds
-from harness.paths import pyspark_home
+from harness.files.paths import pyspark_home
 from harness.spark.checkpoint import batch_ids
 from harness.spark.query import _jvm_classpath, keep_class_archive
 

@@ -1,10 +1,10 @@
-"""harness.durations agrees with Spark itself on every string in a list of good and bad ones: Spark's own parsers
+"""harness.text.durations agrees with Spark itself on every string in a list of good and bad ones: Spark's own parsers
 are asked through py4j (the session's one SparkSession), so the expected values come from Spark, not from the
 port under test. A trigger interval the harness accepts is one Spark starts the query with, and one it refuses
 Spark would have refused 30 s into the run."""
 import pytest
 
-from harness.durations import spark_bytes, spark_time_string_ms, spark_trigger_ms
+from harness.text.durations import spark_bytes, spark_time_string_ms, spark_trigger_ms
 
 TRIGGERS = [
     "0 seconds", "1 second", "10 seconds", "10 SECONDS", "  5 seconds  ", "\t5 seconds\n", "1 minute 30 seconds",

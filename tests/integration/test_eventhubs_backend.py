@@ -8,7 +8,7 @@ from azure.eventhub import EventHubConsumerClient
 
 from harness.backends import make_backend
 from harness.backends.eventhubs.spec import EventHubsSpec
-from harness.history import load_acks
+from harness.records.history import load_acks
 from harness.config import StreamSpec
 from harness.producers.event import decode
 from harness.producers.fleet import ProducerFleet

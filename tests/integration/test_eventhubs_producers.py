@@ -6,7 +6,7 @@ import pytest
 from azure.eventhub import EventHubConsumerClient
 
 from harness.backends.eventhubs.spec import EventHubsSpec
-from harness.history import load_acks
+from harness.records.history import load_acks
 from harness.emulator.config import EmulatorConfig, HubConfig
 from harness.emulator.server import EmulatorServer
 from harness.partitioning import eventhubs_partition_for_key

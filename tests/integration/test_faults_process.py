@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from harness.config import ConfigError, load_scenario
-from harness.paths import SCENARIOS_DIR
+from harness.files.paths import SCENARIOS_DIR
 from report_pages import open_page, svg_text
 from harness.analysis.series import LEVELS
 

@@ -23,7 +23,7 @@ from harness.config import Scenario
 from harness.console import Console
 from harness.context import RunContext
 from harness.faults import fault_for
-from harness.timeline import Timeline
+from harness.records.timeline import Timeline
 
 pytestmark = pytest.mark.integration
 
@@ -351,7 +351,7 @@ def test_add_partitions_writes_acked_events_and_deletes_them(kafka, supervisor, 
     assert [(r.partition, r.start, r.end, r.exact) for r in fault.effect.loss] == [
         (2, 0, 3, True), (3, 0, 3, True), (2, -1, 0, False), (3, -1, 0, False)]
     assert detail["log_start_after"] == {2: 3, 3: 3}
-    from harness.history import load_acks  # the checker sees the fault's events as acked history
+    from harness.records.history import load_acks  # the checker sees the fault's events as acked history
 
     assert len(load_acks(tmp_path / "producers")) == 6
     fault_for(options("add_partitions", add=1, records=1)).inject(ctx)  # a second injection: its own log

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import load_acks
+from harness.records.history import load_acks
 from harness.pytest_plugin import assert_passed
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from harness.backends.kafka.admin import client_config
-from harness.history import load_acks
+from harness.records.history import load_acks
 from harness.partitioning import kafka_partition_for_key
 from harness.queries import resolve
 from harness.spark.events import from_kafka

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from harness.backends.kafka.admin import client_config
 from harness.reconcile import reconcile
-from harness.history import load_acks
+from harness.records.history import load_acks
 from harness.producers.fleet import ProducerFleet
 from harness.backends.kafka.spec import KafkaSpec
 

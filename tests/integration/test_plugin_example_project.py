@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.paths import REPO
+from harness.files.paths import REPO
 
 pytestmark = pytest.mark.integration
 

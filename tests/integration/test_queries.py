@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from harness.history import load_acks
+from harness.records.history import load_acks
 from harness.oracles import window_counts
 from harness.queries import resolve
 from harness.spark.events import from_kafka

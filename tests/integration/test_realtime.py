@@ -13,7 +13,7 @@ from datetime import datetime
 import pandas as pd
 import pytest
 
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 from scenario_runs import run
 
 pytestmark = pytest.mark.integration

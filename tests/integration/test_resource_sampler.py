@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from harness.backends.kafka.embedded import EmbeddedKafka
-from harness.jsonl import read_jsonl
-from harness.resources import ResourceSampler
+from harness.files.jsonl import read_jsonl
+from harness.samplers.resources import ResourceSampler
 from harness.supervisor import Supervisor
 from harness.producers.fleet import ProducerFleet
 from harness.reports.resources import resources_markdown

@@ -11,7 +11,7 @@ import pytest
 
 from harness.analysis.progress import parse_offsets
 
-from harness.history import load_acks
+from harness.records.history import load_acks
 from harness.supervisor import processes_with_env, wait_until
 from report_pages import open_page, svg_text
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from harness.paths import SCENARIOS_DIR
+from harness.files.paths import SCENARIOS_DIR
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

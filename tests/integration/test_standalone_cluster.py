@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO
+from harness.files.paths import REPO
 from harness.supervisor import processes_with_env
 from harness.analysis.spark_tasks import read_event_logs
 

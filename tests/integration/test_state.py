@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from harness.history import load_acks
+from harness.records.history import load_acks
 
 from scenario_runs import run
 

@@ -14,8 +14,8 @@ from datetime import datetime
 
 import pytest
 
-from harness.result import SCHEMA_VERSION, RunResult
-from harness.jsonl import read_jsonl
+from harness.records.result import SCHEMA_VERSION, RunResult
+from harness.files.jsonl import read_jsonl
 
 from scenario_runs import run
 
@@ -88,7 +88,7 @@ def test_once_reads_the_whole_backlog_in_one_batch(harness_env, tmp_path):
 def test_a_run_that_cannot_be_judged_still_writes_its_result_and_exits_non_zero(harness_env, tmp_path):
     """A query that owns its sink and whose table cannot be read back: judging cannot read the sink. (The run
     itself is cut short without Spark: an external cluster that does not answer. The run directory starts empty:
-    an earlier run's files are never read with a new run's, harness.outdir.)"""
+    an earlier run's files are never read with a new run's, harness.files.outdir.)"""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"

@@ -103,7 +103,7 @@ def test_the_wheel_in_a_fresh_venv_outside_the_repo_lists_validates_and_writes_r
     python = venv / "bin" / "python"
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    where = _run([str(python), "-c", "import harness, harness.paths as p; print(harness.__file__); "
+    where = _run([str(python), "-c", "import harness, harness.files.paths as p; print(harness.__file__); "
                   "print(p.SCENARIOS_DIR); print(p.runs_dir())"], cwd=cwd, env=env).stdout.split("\n")
     assert Path(where[0]).is_relative_to(site) and not Path(where[0]).is_relative_to(ROOT), where
     assert Path(where[1]) == site / "harness" / "scenarios", where

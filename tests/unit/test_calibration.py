@@ -2,7 +2,7 @@
 reads the same when moved or copied, whatever the cache holds by then."""
 import json
 
-from harness import calibration
+from harness.records import calibration
 
 
 def test_a_run_keeps_the_calibration_it_started_with(tmp_path, monkeypatch):

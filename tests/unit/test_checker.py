@@ -5,7 +5,7 @@ import pytest
 
 from harness.reconcile import Expectations, reconcile
 from harness.checkers.events import event_checks as evaluate
-from harness.histsummary import Hist
+from harness.records.histsummary import Hist
 from harness.config import ChecksSpec
 from harness.effects import LossRange
 
@@ -283,7 +283,7 @@ def test_unread_is_only_what_lies_beyond_the_committed_position():
 def test_placements_fill_positions_sends_did_not_report(tmp_path):
     """Event Hubs acks carry no offset (and round-robin ones no partition): a fault's placement file supplies
     them, so a loss range in sequence numbers covers exactly the events the service removed."""
-    from harness.placements import apply_placements, load_placements
+    from harness.records.placements import apply_placements, load_placements
 
     acks = pd.DataFrame({"producer": [0, 0, 0, 1], "seq": [0, 1, 2, 0], "partition": [2, 2, -1, 2],
                          "offset": [-1, -1, -1, -1]})

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from harness.bench import reference_checker as ref
 from reference_windows import latency_windows
-from harness.reconcile import Expectations, IncrementalChecker, reconcile
-from harness.placements import apply_placements
+from harness.reconcile import Expectations, Reconciler, reconcile
+from harness.records.placements import apply_placements
 from harness.reconcile.store import bucket_sql
 from harness.effects import LossRange
-from harness.histsummary import Hist, bucket_us
-from harness.history import ACK_SCHEMA, ack_batches, load_acks
+from harness.records.histsummary import Hist, bucket_us
+from harness.records.history import ACK_SCHEMA, ack_batches, load_acks
 from harness.sinks.parquet.files import read_sink
 
 ACK_COLS = ["producer", "seq", "partition", "offset", "intended_ms", "produce_ms", "ack_ms", "error"]
@@ -122,7 +122,7 @@ def test_the_engine_gives_the_reference_verdict(history):
     a, s = frames(acks, per_batch, commits)
     pl = placements_frame(placements)
     want = ref.reconcile(apply_placements(a, pl), s, expected)
-    with IncrementalChecker(threads=1) as checker:  # a few rows: one thread is faster, same verdict
+    with Reconciler(threads=1) as checker:  # a few rows: one thread is faster, same verdict
         checker.store.add_acks_frame(a)
         checker.store.add_sink_frame(s)
         checker.set_placements(pl)
@@ -141,7 +141,7 @@ def test_incremental_reconciles_give_the_reference_verdict_at_every_step(history
     cuts = sorted(data.draw(st.lists(st.integers(0, len(a)), max_size=3)))
     pieces = [a.iloc[lo:hi] for lo, hi in zip([0] + cuts, cuts + [len(a)])]
     seen_acks, seen_sink = a.iloc[0:0], s.iloc[0:0]
-    with IncrementalChecker(threads=1) as checker:  # a few rows: one thread is faster, same verdict
+    with Reconciler(threads=1) as checker:  # a few rows: one thread is faster, same verdict
         checker.set_placements(pl)
         for b, batch in enumerate(per_batch + [[]]):
             if pieces and (b == len(per_batch) or data.draw(st.booleans())):
@@ -219,7 +219,7 @@ def test_settled_before_keeps_recent_acks_and_deliveries_unjudged():
                      columns=ACK_COLS).astype({"error": "string"})
     s = pd.DataFrame([[0, 0, 0, 0, 1000.0, 1500.0], [1, 0, 0, 9, 1000.0, 1600.0], [1, 1, 0, 10, 1000.0, 7000.0]],
                      columns=SINK_COLS)
-    with IncrementalChecker() as checker:
+    with Reconciler() as checker:
         checker.store.add_acks_frame(a)
         checker.store.add_sink_frame(s)
         live = checker.reconcile(settled_before_ms=5500.0)
@@ -257,7 +257,7 @@ def test_a_run_directory_read_as_it_grows(tmp_path):
             for i in range(8)]
     _write_history(tmp_path / "producers", rows)
     sink = tmp_path / "sink"
-    with IncrementalChecker(tmp_path / "state") as checker:
+    with Reconciler(tmp_path / "state") as checker:
         checker.add_acks(ack_batches(tmp_path / "producers"))
         _write_sink_batch(sink, 0, [(0, i, 1000.0 + i, i % 2, i // 2) for i in (0, 1, 2)])
         assert checker.add_sink(sink) == 3
@@ -283,7 +283,7 @@ def _sink(rows, commit):
 def test_a_delivery_landing_before_a_groups_tail_resorts_the_group():
     """Seq 5 at offset 0 and seq 6 at offset 3 are in order; seq 1 arriving later at offset 1 sits after seq 5:
     one violation (appending it after the tail alone would see seq 1 before seq 6 and count none)."""
-    with IncrementalChecker() as checker:
+    with Reconciler() as checker:
         checker.store.add_acks_frame(_acks([(1, 1), (5, 0), (6, 3)]))
         checker.store.add_sink_frame(_sink([(5, 0), (6, 3)], 2000.0))
         assert checker.reconcile().order_violations == 0
@@ -294,7 +294,7 @@ def test_a_delivery_landing_before_a_groups_tail_resorts_the_group():
 def test_a_duplicate_committed_earlier_becomes_the_first_delivery():
     """A later batch whose commit time is earlier (a clock step) holds the first delivery: its position and
     commit time are the ones judged, the other row the duplicate."""
-    with IncrementalChecker() as checker:
+    with Reconciler() as checker:
         checker.store.add_acks_frame(_acks([(0, 0)]))
         checker.store.add_sink_frame(_sink([(0, 0)], 2000.0))
         first = checker.reconcile()
@@ -333,7 +333,7 @@ def test_a_bulk_pass_over_many_runs_and_ranges_gives_the_reference_verdict(monke
     a, s = frames(acks, per_batch, commits)
     pl = placements_frame(placements)
     want = ref.reconcile(apply_placements(a, pl), s, expected)
-    with IncrementalChecker(threads=2) as checker:
+    with Reconciler(threads=2) as checker:
         for lo in range(0, len(a), 5):  # ack batches as a producer flushes them
             checker.store.add_acks_frame(a.iloc[lo:lo + 5])
         start = 0
@@ -365,7 +365,7 @@ def test_a_bulk_pass_counts_order_within_and_across_its_ranges(monkeypatch, chun
     # misplaced: producer 0's seq 1 and 2, producer 1's seq 4 and 6; order: producer 0 reads seq 0, 2, 1 (one),
     # producer 1 reads 0, 1, 2, 4, 3 (offset 12 holds 2 then 4, ack order), 5, 7, 6 (two)
     assert (want.order_violations, want.misplaced, want.duplicates) == (3, 4, 2)
-    with IncrementalChecker(threads=2) as checker:
+    with Reconciler(threads=2) as checker:
         checker.store.add_acks_frame(a)
         checker.store.add_sink_frame(s.iloc[:16])
         checker.store.add_sink_frame(s.iloc[16:])
@@ -419,7 +419,7 @@ def test_a_batch_of_several_files_keeps_the_sink_logs_order(tmp_path):
                                    "blockReplication": 1, "blockSize": 1, "action": "add"}))
     (sink / "_spark_metadata" / "0").write_text("v1\n" + "\n".join(entries) + "\n")
     _write_sink_batch(sink, 1, [(0, i, 1000.0 + i, 0, i) for i in (3, 4, 5)])
-    with IncrementalChecker(tmp_path / "state", threads=2) as checker:
+    with Reconciler(tmp_path / "state", threads=2) as checker:
         checker.add_acks(ack_batches(tmp_path / "producers"))
         assert checker.add_sink(sink) == 7
         rec = checker.reconcile()

@@ -18,8 +18,8 @@ from harness.config import load_scenario
 from harness.effects import Effect
 from harness.queries import resolve
 from harness.reconcile import Reconciliation
-from harness.result import RunResult
-from harness.runstate import RunState
+from harness.records.result import RunResult
+from harness.records.runstate import RunState
 from harness.soak.checks import soak
 from harness.verdict import judge
 

@@ -32,7 +32,7 @@ def test_unknown_scenario_exits_2():
 
 
 def test_report_rebuilds_report_md_from_result_json_and_refuses_a_non_run_directory(tmp_path):
-    from harness.result import RunResult
+    from harness.records.result import RunResult
 
     result = RunResult(scenario="steady", backend="kafka", verdict="fail",
                        checks=[{"name": "no_loss", "ok": False, "detail": "3 acked events never delivered"}])

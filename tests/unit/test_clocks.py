@@ -10,7 +10,7 @@ import pytest
 
 from harness import clocks
 from harness.clocks import Exchange, estimate
-from harness.history import AckWriter
+from harness.records.history import AckWriter
 
 
 def test_estimate_takes_the_tightest_exchange_and_bounds_it_by_half_its_round_trip():

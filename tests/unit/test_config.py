@@ -2,7 +2,7 @@
 import pytest
 
 from harness.config import ConfigError, load_scenario, parse_override
-from harness.paths import SCENARIOS_DIR
+from harness.files.paths import SCENARIOS_DIR
 
 MINIMAL = """
 name = "t"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main, parser
-from harness.paths import SCENARIOS_DIR
+from harness.files.paths import SCENARIOS_DIR
 from harness.reports import catalogue
 
 ROOT = Path(__file__).resolve().parents[2]

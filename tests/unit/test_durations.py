@@ -1,8 +1,8 @@
-"""The three duration syntaxes (harness.durations): Spark's interval words, ISO-8601 as java.time.Duration reads
+"""The three duration syntaxes (harness.text.durations): Spark's interval words, ISO-8601 as java.time.Duration reads
 it, and the command line's; each with what it must refuse."""
 import pytest
 
-from harness.durations import cli_duration_s, iso_duration_s, spark_interval_ms
+from harness.text.durations import cli_duration_s, iso_duration_s, spark_interval_ms
 
 
 @pytest.mark.parametrize("text,ms", [("10 seconds", 10_000), ("1 second", 1000), ("5 minutes", 300_000),

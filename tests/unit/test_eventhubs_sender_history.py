@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.backends.eventhubs import sender as eh
-from harness.history import AckWriter, load_acks
+from harness.records.history import AckWriter, load_acks
 from harness.partitioning import eventhubs_partition_for_key
 from harness.producers.payloads import PayloadSource
 from harness.producers.records import SecondStats

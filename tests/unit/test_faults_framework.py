@@ -10,7 +10,7 @@ from harness.config import ConfigError, load_scenario
 from harness.faults import FAULTS, Fault, FaultOptions
 from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.faults.schedule import plan
-from harness.timeline import Timeline
+from harness.records.timeline import Timeline
 
 
 def opts(**kw):

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from harness.analysis.resources import HARNESS_ROLES, SUT_ROLES, footprint, run_footprint
-from harness.wording import footprint_line
-from harness.resources import ROLES
+from harness.text.wording import footprint_line
+from harness.samplers.resources import ROLES
 from harness.reports.resources import footprint_html, footprint_markdown, resources_markdown
 
 

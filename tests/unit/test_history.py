@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from harness.history import ACK_SCHEMA, AckWriter, ack_batches, ack_files, load_acks
+from harness.records.history import ACK_SCHEMA, AckWriter, ack_batches, ack_files, load_acks
 
 T = 1_795_000_000_000.0  # an epoch-ms instant
 
@@ -126,7 +126,7 @@ def test_writing_the_history_never_imports_pandas(tmp_path):
 
     code = (
         "import sys\n"
-        "from harness.history import AckWriter\n"
+        "from harness.records.history import AckWriter\n"
         f"w = AckWriter({str(tmp_path / 'acks-0.arrows')!r}, 0)\n"
         "w.append([0, 1], 0, [5, 6], [1.0, 2.0], 3.0, [10, 20])\n"
         "w.append([2, 3], -1, -1, [4.0, 5.0], 6.0, [1, 2], ['_MSG_TIMED_OUT', ''])\n"

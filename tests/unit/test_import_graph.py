@@ -11,11 +11,9 @@ PACKAGES = {"harness": "harness", "producers": "harness.producers", "reports": "
 
 # bottom first: a module may import from its own layer and the ones before it
 LAYERS = [
-    ("foundations", ["harness", "harness.atomic", "harness.jsonl", "harness.errors", "harness.paths",
-                     "harness.console", "harness.loopback", "harness.supervisor", "harness.timeline",
-                     "harness.partitioning", "harness.history", "harness.histsummary", "harness.effects",
-                     "harness.placements", "harness.jvm", "harness.check", "harness.result", "harness.runstate",
-                     "harness.lag_sampler", "harness.resources"]),
+    ("foundations", ["harness", "harness.files", "harness.records", "harness.samplers", "harness.text",
+                     "harness.errors", "harness.console", "harness.loopback", "harness.supervisor",
+                     "harness.partitioning", "harness.effects", "harness.jvm", "harness.check"]),
     # the reconciler and the clocks read the file sink's log (harness.sinks.parquet.files): beside the parts
     ("parts", ["harness.producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",
                "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.reconcile",

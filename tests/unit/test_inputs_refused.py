@@ -360,7 +360,7 @@ def test_run_with_bad_input_exits_2_before_anything_starts(tmp_path):
 
 
 def test_suggestions_are_near_case_insensitive_and_never_unrelated():
-    from harness.suggest import did_you_mean, nearest, quote
+    from harness.text.suggest import did_you_mean, nearest, quote
 
     assert nearest("MAXOFFSETPERTRIGGER", ["maxOffsetsPerTrigger", "failOnDataLoss"]) == ["maxOffsetsPerTrigger"]
     assert did_you_mean("zzzz", ["steady", "burst"]) == ""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.jsonl import append_jsonl
+from harness.files.jsonl import append_jsonl
 from harness.oracles import RunFacts, run_oracle
 from harness.queries import QueryError, resolve
 
@@ -197,13 +197,13 @@ def test_a_four_parameter_oracle_gets_the_final_watermark(tmp_path):
 def test_the_verdict_reads_an_own_sink_through_its_reader_and_hands_the_checker_its_rows(tmp_path):
     from types import SimpleNamespace
 
-    from harness.reconcile import IncrementalChecker
+    from harness.reconcile import Reconciler
     from harness.analysis.runview import read_own_sink as _read_own_sink
 
     (tmp_path / "sink").mkdir()
     upsert_job.apply_batch(tmp_path / "sink" / upsert_job.TABLE, 0, BATCH_0)
     upsert_job.apply_batch(tmp_path / "sink" / upsert_job.TABLE, 1, BATCH_1)
     scenario = SimpleNamespace(spark=SimpleNamespace(query="upsert_job:query", query_params={}))
-    with IncrementalChecker() as checker:
+    with Reconciler() as checker:
         frame = _read_own_sink(resolve("upsert_job:query"), tmp_path, scenario, checker)
         assert len(frame) == 4 and checker.store.sink_rows == 4  # with a commit time each: latency measurable

@@ -2,7 +2,7 @@
 records are what reading the whole file gives (read_jsonl), except a last line still being written."""
 import json
 
-from harness.jsonl import JsonlTail, read_jsonl
+from harness.files.jsonl import JsonlTail, read_jsonl
 
 
 def test_reading_on_gives_what_reading_the_whole_file_gives(tmp_path):

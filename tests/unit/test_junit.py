@@ -128,7 +128,7 @@ def test_a_result_from_before_expected_checks_still_lists_its_checks():
 
 
 def test_every_shipped_scenario_names_its_checks_once_each_run_case_first():
-    from harness.paths import SCENARIOS_DIR
+    from harness.files.paths import SCENARIOS_DIR
 
     for path in sorted(SCENARIOS_DIR.glob("*.toml")):
         names = check_names(load_scenario(path.stem)[0])

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from harness.history import AckWriter, load_acks
+from harness.records.history import AckWriter, load_acks
 from harness.backends.kafka.sender import KafkaSender
 from harness.producers.payloads import PayloadSource
 from harness.producers.records import SecondStats

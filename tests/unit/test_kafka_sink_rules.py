@@ -10,12 +10,12 @@ import pytest
 
 from harness.sinks import sink_part
 from harness.sinks.kafka import output as kafka_output, rules as kafka_rules
-from harness.reconcile import Expectations, IncrementalChecker, reconcile
+from harness.reconcile import Expectations, Reconciler, reconcile
 from harness.checkers.events import delivery_checks
 from harness.config import ChecksSpec, ConfigError, load_scenario
-from harness.paths import SCENARIOS_DIR as SCENARIOS
+from harness.files.paths import SCENARIOS_DIR as SCENARIOS
 from harness.effects import DupRange, Effect
-from harness.result import Counts
+from harness.records.result import Counts
 from harness.spark.reruns import dup_ranges
 
 META = ('{"batchWatermarkMs":0,"batchTimestampMs":1795633791894,"conf":{"spark.sql.shuffle.partitions":"4"}}')
@@ -157,7 +157,7 @@ def test_the_incremental_path_splits_them_the_same_way():
     """A checker reconciling as its history grows (a soak's) counts the same split as the one bulk pass."""
     a, s = history()
     expected = Expectations(duplicates=[DupRange(0, 5, 10)])
-    with IncrementalChecker(threads=1) as checker:
+    with Reconciler(threads=1) as checker:
         checker.store.add_acks_frame(a)
         checker.store.add_sink_frame(s.iloc[:20])
         first = checker.reconcile(expected)

@@ -2,7 +2,7 @@ import json
 import time
 
 from harness.analysis.lag import lag_series, lag_summary
-from harness.lag_sampler import LagSampler
+from harness.samplers.lag import LagSampler
 from harness.supervisor import wait_until
 
 

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from harness.cli import main
-from harness.paths import SCENARIOS_DIR
+from harness.files.paths import SCENARIOS_DIR
 
 
 def _listed(capsys, *args) -> list[dict]:

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from harness.analysis.resources import machine, run_machine
-from harness.resources import ResourceSampler, machine_cpu
-from harness.wording import machine_line
+from harness.samplers.resources import ResourceSampler, machine_cpu
+from harness.text.wording import machine_line
 from harness.reports.resources import machine_html, resources_markdown
 
 

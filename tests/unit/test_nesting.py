@@ -2,7 +2,7 @@
 `--set` value and an emulator Config.json 50,000 levels deep ended in a RecursionError's traceback; now exit 2
 naming the key or the file."""
 from harness.cli import main
-from harness.nesting import MAX_DEPTH, depth, too_deep
+from harness.text.nesting import MAX_DEPTH, depth, too_deep
 
 DEEP = "[" * 50_000 + "]" * 50_000
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from harness.netproxy import parse_request_header, role, start_proxy
-from harness.runstate import RunState
+from harness.records.runstate import RunState
 from harness.supervisor import Supervisor
 
 
@@ -363,7 +363,7 @@ def test_the_proxy_is_put_in_front_once_whoever_asks(tmp_path, monkeypatch, prox
     from harness import netproxy, runner
     from harness.config import load_scenario
     from harness.console import Console
-    from harness.timeline import Timeline
+    from harness.records.timeline import Timeline
 
     calls = []
 

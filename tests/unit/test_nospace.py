@@ -5,7 +5,7 @@ fullest of those the error names."""
 import shutil
 from pathlib import Path
 
-from harness import nospace
+from harness.files import nospace
 
 SPARK = Path(__file__).parent.parent / "fixtures" / "spark-errors"
 QUERY_ERROR = (SPARK / "enospc-stream-failed.txt").read_text()

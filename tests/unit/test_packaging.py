@@ -15,7 +15,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from harness import paths
+from harness.files import paths
 from harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 
 from harness.config import load_scenario, parse_override
 from harness.pytest_plugin import HarnessRun, HarnessRunner, assert_passed, override_args, replace, toml_value
-from harness.result import RunResult
+from harness.records.result import RunResult
 
 
 @pytest.mark.parametrize("value", [True, False, 0, -7, 2.5, 1e-3, "plain", 'q"uo\\te\n', "", [1, "a", [2.0]],

@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import environment
+from harness.records import environment
 from harness.cli import main
 from harness.console import Console
-from harness.wording import PROCESSING_RATE
+from harness.text.wording import PROCESSING_RATE
 from harness.reports.ci import summary_markdown
 from harness.reports.html import build_html
 from harness.reports.report import build_report

@@ -1,4 +1,4 @@
-"""Resource sampling (harness.resources) on real processes, and its figures and leak verdicts
+"""Resource sampling (harness.samplers.resources) on real processes, and its figures and leak verdicts
 (reports.resources) on synthetic samples whose slopes and sums are worked out by hand here."""
 import json
 import re
@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from harness.resources import ProcessFinder, ResourceSampler, disk_usage, role_of
+from harness.samplers.resources import ProcessFinder, ResourceSampler, disk_usage, role_of
 from harness.supervisor import Supervisor, wait_until
 from harness.analysis.resources import cpu_intervals, leaks, roles_summary, slope_per_s, summarize, disk_summary
 from harness.reports.resources import resources_markdown
@@ -178,7 +178,7 @@ def test_disk_usage_counts_what_du_counts(tmp_path):
 
 
 def test_only_new_pids_have_their_environment_read(monkeypatch):
-    import harness.resources as res
+    import harness.samplers.resources as res
 
     read = []
     real = res._has_env
@@ -399,7 +399,7 @@ def test_report_md_has_the_resources_section_from_the_result(tmp_path):
 def test_anonymous_memory_is_told_apart_from_file_pages_mapped_in(tmp_path):
     """A process that reads a 64 MB file through mmap has it in RSS, not in anonymous memory; one that fills a
     64 MB buffer has it in both. Leaks are judged on the anonymous part."""
-    from harness.resources import ProcReader
+    from harness.samplers.resources import ProcReader
 
     data = tmp_path / "history.bin"
     data.write_bytes(os.urandom(1 << 20) * 64)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import atomic, outdir
+from harness.files import atomic, outdir
 from harness.cli import main
 from harness.errors import InputError
 

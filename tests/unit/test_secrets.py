@@ -236,8 +236,8 @@ def test_free_text_with_a_secret_setting_shows_the_setting_not_its_value():
 def test_every_record_written_hides_a_secret_an_error_text_quoted(tmp_path):
     """result.json's error texts, timeline lines: whatever path a secret took into a record, it is written as ***;
     a private file (a key, mode given) is written as it is."""
-    from harness import atomic
-    from harness.jsonl import append_jsonl
+    from harness.files import atomic
+    from harness.files.jsonl import append_jsonl
 
     secrets.remember("quoted-in-an-error-77")
     atomic.write_json(tmp_path / "result.json", {"error": "auth failed for password quoted-in-an-error-77"})

@@ -4,7 +4,7 @@ import pandas as pd
 from hdrh.histogram import HdrHistogram
 
 from harness.reconcile import reconcile
-from harness.histsummary import Hist
+from harness.records.histsummary import Hist
 from harness.analysis.series import (lag_matrix, per_second_summary, percentile_curve_summary, produced_per_second, task_rows)
 
 T0 = 1_700_000_000.0

@@ -77,9 +77,9 @@ def test_the_driver_archive_is_where_the_runners_query_process_asks_for_it(cache
     from harness.config import load_scenario
     from harness.context import RunContext
     from harness.runner import _query_process
-    from harness.runstate import RunState
+    from harness.records.runstate import RunState
     from harness.supervisor import Supervisor
-    from harness.timeline import Timeline
+    from harness.records.timeline import Timeline
 
     scenario, path, _ = load_scenario("steady")
     driver = next(i for i in setup.wanted(scenario) if i.what == "the Spark driver's class archive")

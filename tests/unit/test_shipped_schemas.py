@@ -60,7 +60,7 @@ def test_every_recorded_series_is_valid(path):
 
 
 def test_the_environment_a_run_records_here_is_valid(tmp_path):
-    from harness import environment
+    from harness.records import environment
 
     recorded = environment.record(tmp_path, {"kind": "kafka", "mode": "embedded"})
     assert json.loads((tmp_path / "environment.json").read_text()) == recorded

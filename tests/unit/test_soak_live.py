@@ -11,7 +11,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from harness.config import load_scenario
-from harness.history import ACK_SCHEMA
+from harness.records.history import ACK_SCHEMA
 from harness.soak.checks import live_checks
 from harness.soak.live import LiveChecker
 from harness.soak.plan import resolve

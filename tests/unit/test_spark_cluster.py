@@ -7,7 +7,7 @@ import pytest
 
 from harness.config import ConfigError, Scenario, load_scenario
 from harness.faults.executor_kill import expected_executors
-from harness.resources import role_of
+from harness.samplers.resources import role_of
 from harness.spark import cluster as cl
 from harness.spark import pyfiles
 

@@ -49,7 +49,7 @@ def test_a_failed_query_whose_driver_is_still_stopping_counts_as_gone(tmp_path):
     end (the producers would go on meanwhile), the query is gone."""
     import sys
 
-    from harness import atomic
+    from harness.files import atomic
     from harness.spark.process import SparkQueryProcess
 
     with Supervisor("t-watch") as sup:

@@ -1,6 +1,6 @@
 """Keeping up, steady state and recovery on synthetic runs whose answer is known by construction: a broker whose
 end offsets grow at the offered rate, a query that commits what was there at each batch's start (or less, when it
-cannot keep up), lag sampled once a second as harness.lag_sampler samples it. The figures
+cannot keep up), lag sampled once a second as harness.samplers.lag samples it. The figures
 (harness.analysis.sustain, .steady, .recovery) and the criteria (harness.checkers.sustained, shared with
 `harness capacity`) are judged against what the construction makes true.
 """
@@ -204,7 +204,7 @@ def test_too_short_a_window_finds_no_steady_state():
 
 def per_second(p99s):
     """The checker's per-second buckets with one event per second at that second's p99 (exact enough)."""
-    from harness.histsummary import bucket_us
+    from harness.records.histsummary import bucket_us
     return {"s": np.arange(len(p99s)), "bucket_us": bucket_us(np.asarray(p99s)), "n": np.ones(len(p99s), int)}
 
 

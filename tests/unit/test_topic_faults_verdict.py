@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from harness.config import ConfigError, Scenario, load_scenario
 from harness.effects import FAULT_PRODUCER_BASE
 from harness.runner import measure_and_judge as judge
-from harness.history import ACK_COLUMNS
+from harness.records.history import ACK_COLUMNS
 
 T0 = 1_700_000_000.0
 

@@ -18,7 +18,7 @@ from harness.commands.capacity import TrialOutcome, criterion, search
 from harness.commands.repeat import agreement, verdict_of_runs
 from harness.commands.sweep import sweep_verdict
 from harness.pytest_plugin import RunUnjudged, assert_passed
-from harness.result import RunResult
+from harness.records.result import RunResult
 from harness.verdict import add_check
 from harness.reports.compare import _worst
 

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.config import Scenario
-from harness.result import SCHEMA_VERSION, RunResult
+from harness.records.result import SCHEMA_VERSION, RunResult
 from harness.runner import measure_and_judge as judge
-from harness.history import ACK_COLUMNS
+from harness.records.history import ACK_COLUMNS
 
 STREAM = "events"
 T0 = 1_700_000_000.0  # traffic start (epoch s)

@@ -13,11 +13,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from harness import atomic
+from harness.files import atomic
 from harness.backends.base import Backend, BackendError, SparkSource
 from harness.backends.eventhubs.kafka_endpoint import KafkaEndpoint, kafka_producer_settings, kafka_source_options
 from harness.jvm.artifacts import SPARK_KAFKA
-from harness.placements import PLACEMENT_COLUMNS
+from harness.records.placements import PLACEMENT_COLUMNS
 
 
 def with_entity(connection_string: str, hub: str) -> str:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import atomic
+from harness.files import atomic
 from harness.backends.base import BackendError
 from harness.backends.eventhubs.common import EventHubsBackendBase
 from harness.errors import InputError

@@ -21,7 +21,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness import atomic, secrets
+from harness import secrets
+from harness.files import atomic
 from harness.backends.base import BackendError
 from harness.backends.eventhubs.common import EventHubsBackendBase
 from harness.backends.eventhubs.kafka_endpoint import KafkaEndpoint

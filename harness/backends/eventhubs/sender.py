@@ -21,7 +21,7 @@ import gevent
 import numpy as np
 from azure.eventhub import EventData, EventHubProducerClient
 
-from harness.history import AckWriter
+from harness.records.history import AckWriter
 from harness.partitioning import eventhubs_partition_for_key
 from harness.producers.payloads import read_event_ids
 from harness.producers.records import SecondStats

@@ -13,14 +13,14 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness import calibration
+from harness.records import calibration
 from harness.backends.base import Backend, BackendSpec
 from harness.backends.capabilities import Capability, EmulatorControl, EpochReceivers
 from harness.backends.eventhubs.kafka_endpoint import PRODUCER_SET_BY_HARNESS, SET_BY_HARNESS as KAFKA_SET_BY_HARNESS
 from harness.backends.kafka.spec import KafkaSpec
 from harness.emulator.config import check_hub_settings
 from harness.settings import check as rules
-from harness.suggest import did_you_mean
+from harness.text.suggest import did_you_mean
 
 # What harness.backends.eventhubs.sender reads from the producers' settings that a scenario may give (the
 # connection string and send mode come from [backend]): name -> the smallest value it takes.
@@ -34,7 +34,7 @@ _PLACEHOLDER = "Endpoint=sb://validation.invalid/;SharedAccessKeyName=k;SharedAc
 
 _AMQP = {"sender": "harness.backends.eventhubs.sender:EventHubsSender", "batch_cap_option": "maxEventsPerTrigger",
          "batch_cap_exact": True, "placement": "eventhubs", "spark_jars": (),
-         # the SDK encodes AMQP in pure Python: its own cost per event is a floor (harness.calibration)
+         # the SDK encodes AMQP in pure Python: its own cost per event is a floor (harness.records.calibration)
          "producer_client_floor": "azure-eventhub"}
 # through the Kafka endpoint: the Kafka backend's producer, key placement (librdkafka's murmur2, the client picks
 # the partition), Spark's Kafka source and its cap (shared out per partition, rounded up: not exact)

@@ -22,7 +22,7 @@ import numpy as np
 from confluent_kafka import Message, Producer
 
 from harness.secrets import expand_all
-from harness.history import AckWriter
+from harness.records.history import AckWriter
 from harness.producers.payloads import read_event_ids
 from harness.producers.records import SecondStats
 

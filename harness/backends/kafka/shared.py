@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.backends.kafka.admin import KafkaBackendBase
 from harness.backends.kafka.embedded import EmbeddedKafka
-from harness.resources import ProcessFinder
+from harness.samplers.resources import ProcessFinder
 from harness.supervisor import Supervisor
 
 

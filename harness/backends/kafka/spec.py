@@ -12,10 +12,10 @@ from harness.backends.base import Backend, BackendSpec
 from harness.backends.capabilities import BrokerProcesses, Capability, ProxiedListener, TopicAdmin
 import harness.backends.kafka.security as sec
 from harness.secrets import REDACTED, REF
-from harness.durations import spark_time_string_ms
+from harness.text.durations import spark_time_string_ms
 from harness.jvm.artifacts import SPARK_KAFKA
 from harness.settings import check as rules
-from harness.suggest import did_you_mean, quote
+from harness.text.suggest import did_you_mean, quote
 
 Scalar = Union[str, int, float, bool]
 

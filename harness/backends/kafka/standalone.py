@@ -20,12 +20,12 @@ import time
 import uuid
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 import harness.backends.kafka.security as sec
 from harness.secrets import REF
 from harness.backends.kafka.embedded import SASL_MECHANISMS, EmbeddedKafka
 from harness.errors import InputError
-from harness.paths import runs_dir
+from harness.files.paths import runs_dir
 from harness.supervisor import Supervisor
 
 

@@ -19,8 +19,8 @@ import os
 import shutil
 from pathlib import Path
 
-from harness import atomic
-from harness.paths import cache_dir
+from harness.files import atomic
+from harness.files.paths import cache_dir
 
 BOOTSTRAP = "bootstrap.checkpoint"
 META = "meta.properties"

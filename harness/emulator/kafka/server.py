@@ -31,7 +31,7 @@ from pathlib import Path
 
 import harness.emulator.kafka.apis as apis
 import harness.emulator.kafka.errors as E
-from harness.jsonl import append_jsonl
+from harness.files.jsonl import append_jsonl
 from .wire import ProtocolError, Reader
 
 log = logging.getLogger(__name__)

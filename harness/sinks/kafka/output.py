@@ -24,7 +24,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException, TopicPartition
 
-from harness import atomic
+from harness.files import atomic
 from harness.backends.kafka.admin import client_config
 
 OUTPUT_FILE, META_FILE = "kafka-output.parquet", "kafka-output.json"

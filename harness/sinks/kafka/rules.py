@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.sinks import aggregates
-from harness.suggest import did_you_mean
+from harness.text.suggest import did_you_mean
 
 OUTPUT_SUFFIX = "-out"
 ASYNC_PROGRESS = "asyncProgressTrackingEnabled"

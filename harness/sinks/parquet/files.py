@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 import pyarrow.parquet as pq
 
-from harness import atomic
+from harness.files import atomic
 
 # What an `events` query must keep (harness.queries: the contract), and what the reports use when it is there.
 SINK_COLUMNS = ["producer", "seq", "intended_ms", "partition", "offset"]

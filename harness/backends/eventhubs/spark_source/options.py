@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping
 
-from harness.durations import iso_duration_s
+from harness.text.durations import iso_duration_s
 from harness.errors import InputError
 
 CONNECTION_STRING = "eventhubs.connectionString"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness import atomic
-from harness.paths import cache_dir
+from harness.files import atomic
+from harness.files.paths import cache_dir
 
 FILE = "calibration.json"
 

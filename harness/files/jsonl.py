@@ -118,6 +118,6 @@ def unreadable_in(run_dir: Path, skip: tuple[str, ...] = ("checkpoint", "sink"))
 
 def append_jsonl(path: Path, record: dict) -> None:
     """One record, one line, flushed on return (readers tolerate a torn last line); secrets scrubbed as
-    harness.atomic does (an error text may quote one)."""
+    harness.files.atomic does (an error text may quote one)."""
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(secrets.scrubbed(record), default=str) + "\n")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from harness import atomic
+from harness.files import atomic
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.history import complete_lines
+from harness.records.history import complete_lines
 
 PLACEMENT_COLUMNS = ["producer", "seq", "partition", "offset"]
 

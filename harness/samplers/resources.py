@@ -1,7 +1,7 @@
 """What every process of a run costs, sampled while it runs: RSS, CPU, open files, threads, and the run's disk.
 
 A soak is judged on its resources as much as on its events: a broker, driver or producer whose RSS keeps growing
-fails a night even when no event was lost. The sampler is a daemon thread in the runner (like harness.lag_sampler's
+fails a night even when no event was lost. The sampler is a daemon thread in the runner (like harness.samplers.lag's
 LagSampler) appending one JSON line per sample to resources.jsonl; reports.resources turns the file into figures
 and leak verdicts.
 

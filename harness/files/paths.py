@@ -12,7 +12,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent  # harness/, this module being harness/files/paths.py
 REPO = PACKAGE.parent  # the checkout's root; site-packages when installed from a wheel
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from harness.suggest import did_you_mean
+from harness.text.suggest import did_you_mean
 
 _MICROS = {"week": 7 * 86_400_000_000, "day": 86_400_000_000, "hour": 3_600_000_000, "minute": 60_000_000,
            "second": 1_000_000, "millisecond": 1000, "microsecond": 1}
@@ -148,7 +148,7 @@ def _interval(text: str) -> tuple[int, int, int]:
 
 def spark_interval_ms(text: str) -> float:
     """Spark's interval words in milliseconds: '10 seconds', '1 minute 30 seconds', 'interval 2 hours',
-    '500 milliseconds' (Spark's grammar, harness.durations._interval; no months or years, which have no fixed
+    '500 milliseconds' (Spark's grammar, harness.text.durations._interval; no months or years, which have no fixed
     length and which Spark refuses for triggers and windows)."""
     months, days, micros = _interval(text)
     if months:

@@ -5,7 +5,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.jsonl import read_jsonl
+from harness.files.jsonl import read_jsonl
 
 
 class Timeline:

@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import atomic
+from harness.files import atomic
 from harness.jvm.artifacts import KAFKA_BROKER, SPARK_KAFKA, classpath_dir
-from harness.paths import REPO
+from harness.files.paths import REPO
 from harness.version import version as package_version
 
 FILE = "environment.json"

@@ -1,7 +1,7 @@
 """A full disk named as such. Spark reports it as `[STREAM_FAILED] java.io.IOException: No space left on device`
 (or, when the driver cannot even write its status, only in driver.log), which the run would otherwise show as
 "Spark query did not start" or a Spark error cut at 500 characters; the harness's own writes fail with ENOSPC
-(harness.atomic). `cause` finds it in the texts and logs a failure left and says where: "no space left on device
+(harness.files.atomic). `cause` finds it in the texts and logs a failure left and says where: "no space left on device
 under DIR", DIR the fullest of the directories the text names (the sink, the checkpoint) or the run directory.
 """
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Words and the syntaxes people write: did-you-mean, figures' wording, durations, nesting depth."""
