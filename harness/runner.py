@@ -42,6 +42,7 @@ from harness.samplers.resources import ResourceSampler
 from harness.records.runstate import RunState
 from harness.sinks import SinkPart, sink_part
 from harness.soak.plan import resolve as resolve_soak
+from harness.spark import CATCH_UP_TRIGGERS
 from harness.spark.state_reader import read_state
 from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
 from harness.spark.process import SparkQueryProcess
@@ -56,7 +57,6 @@ from harness.samplers.lag import LagSampler
 from harness.reports.ci import junit_xml, summary_markdown
 from harness.reports.report import write_reports
 
-CATCH_UP_TRIGGERS = ("once", "availableNow")  # these read what is there and stop: traffic goes first
 RESOURCE_INTERVAL_S = 5.0  # every run's processes are sampled this often ([soak] sets its own)
 
 

@@ -11,12 +11,13 @@ from harness.records import calibration
 from harness.analysis.consumers import connections_file, consumer_summary, read_connections
 from harness.analysis.lag import lag_series, lag_summary
 from harness.analysis.producers import rate_accuracy, skew_section
-from harness.analysis.progress import batch_stats, epoch_s
+from harness.analysis.progress import batch_stats, commit_s, epoch_s
 from harness.analysis.resources import run_footprint, run_machine
 from harness.analysis.runview import RunView
 from harness.analysis.series import build_series
 from harness.analysis.spark_tasks import placement_summary, placement_tasks
 from harness.analysis.startup import startup_steps
+from harness.spark import CATCH_UP_TRIGGERS
 from harness.files.jsonl import read_jsonl
 from harness.records.result import RunResult
 
@@ -111,17 +112,22 @@ def fill_consumers(result: RunResult, run: RunView) -> None:
 
 
 def fill_machine(result: RunResult, run: RunView) -> None:
-    """The harness's footprint and what other processes took, over the measured window."""
+    """The harness's footprint and what other processes took, over the measured window: the traffic's, and for a
+    query that reads after its traffic (availableNow, once: the drain is what such a run measures) up to its last
+    batch's end."""
     s = run.scenario
     window = (run.t0, run.t0 + run.warmup_s + s.producers.duration_s)  # the measured window
+    through = max((commit_s(p) for p in run.progress if "timestamp" in p), default=None) \
+        if s.spark.trigger.kind in CATCH_UP_TRIGGERS else None
     try:  # a figure, not a check: how much of the machine's CPU the harness took from what it measured
         floor = s.backend.producer_floor_calibration()
         result.footprint = run_footprint(run.run_dir, *window, client=s.backend.producer_client_floor,
-                                         floor=calibration.read(run.run_dir, floor) if floor else None)
+                                         floor=calibration.read(run.run_dir, floor) if floor else None,
+                                         through=through)
     except Exception as exc:  # noqa: BLE001
         result.footprint = {"ratio": None, "ok": None, "error": f"reading resources.jsonl failed: {exc!r}"}
     try:  # what processes outside the run took meanwhile: over the bound, performance checks are set aside
-        result.machine = run_machine(run.run_dir, *window, s.checks.max_busy_share)
+        result.machine = run_machine(run.run_dir, *window, s.checks.max_busy_share, through=through)
     except Exception as exc:  # noqa: BLE001
         result.machine = {"busy": None, "error": f"reading resources.jsonl failed: {exc!r}"}
 

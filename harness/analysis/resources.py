@@ -201,24 +201,28 @@ def footprint(samples: list[dict], start: float | None = None, end: float | None
     return out | {"detail": detail}
 
 
-def measured_window(run_dir: Path, start: float | None, end: float | None) -> tuple[float | None, float | None]:
+def measured_window(run_dir: Path, start: float | None, end: float | None,
+                    through: float | None = None) -> tuple[float | None, float | None]:
     """[`start`, `end`] (the producers' start and scheduled end), ended earlier by the timeline's traffic_end when
-    the traffic stopped early: the window the footprint and the machine figure are taken over."""
+    the traffic stopped early: the window the footprint and the machine figure are taken over. `through`: a
+    query that reads after its traffic (availableNow, once) is measured until then, its last batch's end."""
     ends = [e["t"] for e in read_jsonl(Path(run_dir) / "timeline.jsonl")
             if e.get("event") == "traffic_end" and isinstance(e.get("t"), (int, float))]
     if ends and end is not None and start is not None and start < ends[-1] < end:
         end = ends[-1]
+    if through is not None and end is not None and through > end:
+        end = through
     return start, end
 
 
 def run_footprint(run_dir: Path, start: float | None, end: float | None, client: str | None = None,
-                  floor: dict | None = None) -> dict:
+                  floor: dict | None = None, through: float | None = None) -> dict:
     """`footprint` of a run directory over its traffic (measured_window), with the producers' CPU per event sent
     over the window the CPU was counted in (their stats rows: events sent each second). `client`: the producers'
     client library when it sets a floor of its own (the azure-eventhub SDK); `floor`: what a plain loop of that
     client costs per event here (harness.records.calibration, as the run recorded it): the footprint then says what the
     same events sent that way would have taken of what was measured."""
-    out = footprint(load(run_dir), *measured_window(run_dir, start, end))
+    out = footprint(load(run_dir), *measured_window(run_dir, start, end, through))
     stats = [read_jsonl(f) for f in sorted((Path(run_dir) / "producers").glob("stats-*.jsonl"))]  # a file a process
     sent = _sent_between(stats, out.get("covered_from_t"), out.get("covered_to_t"))
     producer_s = (out.get("by_role") or {}).get("producer")
@@ -357,10 +361,11 @@ def machine(samples: list[dict], start: float | None, end: float | None, max_bus
     return out | {"detail": detail}
 
 
-def run_machine(run_dir: Path, start: float | None, end: float | None, max_busy_share: float) -> dict:
+def run_machine(run_dir: Path, start: float | None, end: float | None, max_busy_share: float,
+                through: float | None = None) -> dict:
     """`machine` of a run directory over its traffic (measured_window, the footprint's window), against the
     scenario's bound (checks.max_busy_share)."""
-    return machine(load(run_dir), *measured_window(run_dir, start, end), max_busy_share)
+    return machine(load(run_dir), *measured_window(run_dir, start, end, through), max_busy_share)
 
 
 def disk_summary(samples: list[dict]) -> dict:

@@ -89,6 +89,10 @@ class BackendSpec(BaseModel):
     def check_stream_config(self, config: dict[str, Any]) -> None:
         """Raise ValueError naming the key when `[stream.config]` holds what this backend cannot apply."""
 
+    def label(self) -> str:
+        """How tables name this backend: its kind, and what sets it apart within the kind."""
+        return self.kind  # type: ignore[attr-defined]
+
     def starting_title(self) -> str:
         return f"starting {self.kind}"  # type: ignore[attr-defined]
 

@@ -74,9 +74,7 @@ def kind_of(scenario: Scenario) -> str:
 
 
 def backend_of(scenario: Scenario) -> str:
-    kind = str(scenario.backend.kind)
-    protocol = getattr(scenario.backend, "protocol", None)
-    return f"{kind} ({protocol})" if kind == "eventhubs" and protocol and protocol != "amqp" else kind
+    return scenario.backend.label()
 
 
 def entry(path: Path) -> Entry:

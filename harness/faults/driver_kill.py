@@ -30,16 +30,15 @@ from pydantic import Field, model_validator
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
 from harness.sinks import sink_part
-from harness.spark import sinkhold
+from harness.spark import CATCH_UP_TRIGGERS, sinkhold
 
 T = TypeVar("T")
-CATCH_UP = ("once", "availableNow")
 MIN_UPTIME_S = 5.0  # a fault on the query waits until the (restarted) query has run this long
 
 
 def needs_running_query(scenario) -> str | None:
     """These faults act on the query while traffic flows; once/availableNow start it only after the traffic."""
-    if scenario.spark.trigger.kind in CATCH_UP:
+    if scenario.spark.trigger.kind in CATCH_UP_TRIGGERS:
         return (f"needs a query running during the traffic (spark.trigger kind = \"processingTime\"); with "
                 f"{scenario.spark.trigger.kind!r} the query only starts after the traffic")
     return None

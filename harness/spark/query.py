@@ -29,6 +29,7 @@ from harness.files import atomic
 from harness.jvm import cds
 from harness.secrets import expand_all, is_secret_key
 from harness.sinks import sink_part
+from harness.spark import CATCH_UP_TRIGGERS
 from harness.spark.checkpoint import committed
 
 EXIT_DRAINED, EXIT_DRAIN_TIMEOUT, EXIT_QUERY_FAILED = 0, 3, 4
@@ -382,7 +383,7 @@ def own_sink(write, sink_dir: str, params: dict, control: Path):
 
 def _run_bare(spark, job: dict, status: Path) -> int:
     """The query as a user would run it, without the harness's instrumentation (the benchmark's reference)."""
-    if job["trigger"]["kind"] not in ("once", "availableNow"):
+    if job["trigger"]["kind"] not in CATCH_UP_TRIGGERS:
         raise ValueError("instrumentation off needs a trigger that ends on its own (once, availableNow)")
     query = _start(spark, job)
     _write_status(status, state="started", id=str(query.id), run_id=str(query.runId), pid=os.getpid())

@@ -99,6 +99,18 @@ def test_a_run_directory_is_judged_over_its_traffic_ended_early_by_the_timeline(
     assert run_footprint(unsampled, 100.0, 120.0)["ratio"] is None
 
 
+def test_a_query_that_reads_after_its_traffic_is_measured_through_its_drain(tmp_path):
+    """availableNow/once: the traffic (100-110 s) goes first and the query drains it after; the window runs on to
+    the last batch's end (`through`, 120 s), past the timeline's traffic_end, so the harness's share is taken over
+    what such a run measures: 1.2 CPU s (producer 1.0 + runner 0.2) against 32.0 over 20 s."""
+    (tmp_path / "resources.jsonl").write_text("".join(json.dumps(s) + "\n" for s in SAMPLES))
+    (tmp_path / "timeline.jsonl").write_text(json.dumps({"t": 110.0, "event": "traffic_end"}) + "\n")
+    f = run_footprint(tmp_path, 100.0, 110.0, through=120.0)
+    assert f["to_t"] == 120.0 and f["window_s"] == pytest.approx(20.0)
+    assert f["harness_cpu_s"] == pytest.approx(1.2) and f["sut_cpu_s"] == pytest.approx(32.0)
+    assert run_footprint(tmp_path, 100.0, 120.0, through=105.0)["to_t"] == 110.0  # never shortens the traffic's
+
+
 def test_the_report_states_the_footprint_in_words():
     f = footprint(SAMPLES, 100.0, 120.0)
     md = "\n".join(resources_markdown({}, f))

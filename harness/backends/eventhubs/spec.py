@@ -92,6 +92,9 @@ class EventHubsSpec(BackendSpec):
     def producer_floor_calibration(self) -> str | None:
         return calibration.eh_producers(self.send) if self.producer_client_floor else None
 
+    def label(self) -> str:
+        return "eventhubs (kafka)" if self.protocol == "kafka" else "eventhubs"
+
     def consumers_unrecorded(self) -> str | None:
         if self.protocol != "kafka":
             return None

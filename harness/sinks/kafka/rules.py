@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.sinks import aggregates
+from harness.spark import CATCH_UP_TRIGGERS
 from harness.text.suggest import did_you_mean
 
 OUTPUT_SUFFIX = "-out"
@@ -26,7 +27,6 @@ OWN_OPTIONS = (ASYNC_PROGRESS, ASYNC_INTERVAL)  # sink options that are not kafk
 SET_BY_HARNESS = ("topic", "kafka.bootstrap.servers", "path", "checkpointLocation")
 SPARK_REFUSES = ("kafka.key.serializer", "kafka.value.serializer")  # Spark always writes bytes
 KAFKA_BACKENDS = ("kafka",)
-CATCH_UP = ("once", "availableNow")
 
 
 def output_topic(stream: str) -> str:
@@ -98,7 +98,7 @@ def _options_refusal(options: dict[str, Any], trigger: str) -> str | None:
         if not async_progress(options, trigger):
             return (f"spark.sink_options.{interval[0]}: only with {ASYNC_PROGRESS} = true (it is the interval of "
                     "the asynchronous progress commits)")
-    if async_progress(options, trigger) and trigger in CATCH_UP:
+    if async_progress(options, trigger) and trigger in CATCH_UP_TRIGGERS:
         return (f"spark.sink_options.{ASYNC_PROGRESS}: Spark refuses asynchronous progress tracking with trigger "
                 f"kind {trigger!r} (a query that runs to its end and stops has no progress to commit in the "
                 "background); use processingTime")
