@@ -41,7 +41,7 @@ def fill_figures(result: RunResult, run: RunView) -> Drawn:
     try:  # what the report draws, not what the verdict stands on
         series = build_series(t0=run.t0, warmup_s=run.warmup_s, latency=run.rec.latency,
                               per_second=per_second or [], progress=run.progress, lag_samples=run.lag_samples,
-                              tasks=tasks, resource_samples=run.resource_samples)
+                              tasks=tasks, resource_samples=run.resource_samples or [])
     except Exception as exc:  # noqa: BLE001
         series = {"error": f"building the time series failed: {exc!r}"}
     return Drawn(series, per_second)
@@ -123,11 +123,12 @@ def fill_machine(result: RunResult, run: RunView) -> None:
         floor = s.backend.producer_floor_calibration()
         result.footprint = run_footprint(run.run_dir, *window, client=s.backend.producer_client_floor,
                                          floor=calibration.read(run.run_dir, floor) if floor else None,
-                                         through=through)
+                                         through=through, samples=run.resource_samples)
     except Exception as exc:  # noqa: BLE001
         result.footprint = {"ratio": None, "ok": None, "error": f"reading resources.jsonl failed: {exc!r}"}
     try:  # what processes outside the run took meanwhile: over the bound, performance checks are set aside
-        result.machine = run_machine(run.run_dir, *window, s.checks.max_busy_share, through=through)
+        result.machine = run_machine(run.run_dir, *window, s.checks.max_busy_share, through=through,
+                                     samples=run.resource_samples)
     except Exception as exc:  # noqa: BLE001
         result.machine = {"busy": None, "error": f"reading resources.jsonl failed: {exc!r}"}
 

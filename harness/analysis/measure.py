@@ -114,8 +114,9 @@ def oracle_outcome(view: RunView, acks: pd.DataFrame) -> dict:
     outcome = run_oracle(view.query_def.oracle, acks, view.run_dir, dict(view.scenario.spark.query_params),
                          sink=own)
     has_columns = own is not None and all(c in own.columns for c in EVENT_COLUMNS)
-    if own is not None and sink_part(view.scenario.spark.sink).reads_output_after_run:  # e.g. the output topic
-        outcome.setdefault("latency", sink_part(view.scenario.spark.sink).latency_source(own))
+    sink = sink_part(view.scenario.spark.sink)
+    if own is not None and sink.reads_output_after_run:  # e.g. the output topic
+        outcome.setdefault("latency", sink.latency_source(own))
     elif own is not None:
         outcome.setdefault("latency", "measured: each row's commit_ms from the query's own sink" if has_columns else
                            f"not measured: read_sink gave no {', '.join(EVENT_COLUMNS)} per row")

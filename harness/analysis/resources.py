@@ -216,13 +216,14 @@ def measured_window(run_dir: Path, start: float | None, end: float | None,
 
 
 def run_footprint(run_dir: Path, start: float | None, end: float | None, client: str | None = None,
-                  floor: dict | None = None, through: float | None = None) -> dict:
+                  floor: dict | None = None, through: float | None = None, samples: list[dict] | None = None) -> dict:
     """`footprint` of a run directory over its traffic (measured_window), with the producers' CPU per event sent
     over the window the CPU was counted in (their stats rows: events sent each second). `client`: the producers'
     client library when it sets a floor of its own (the azure-eventhub SDK); `floor`: what a plain loop of that
     client costs per event here (harness.records.calibration, as the run recorded it): the footprint then says what the
-    same events sent that way would have taken of what was measured."""
-    out = footprint(load(run_dir), *measured_window(run_dir, start, end, through))
+    same events sent that way would have taken of what was measured. `samples`: resources.jsonl as already read
+    (else read here)."""
+    out = footprint(load(run_dir) if samples is None else samples, *measured_window(run_dir, start, end, through))
     stats = [read_jsonl(f) for f in sorted((Path(run_dir) / "producers").glob("stats-*.jsonl"))]  # a file a process
     sent = _sent_between(stats, out.get("covered_from_t"), out.get("covered_to_t"))
     producer_s = (out.get("by_role") or {}).get("producer")
@@ -362,10 +363,11 @@ def machine(samples: list[dict], start: float | None, end: float | None, max_bus
 
 
 def run_machine(run_dir: Path, start: float | None, end: float | None, max_busy_share: float,
-                through: float | None = None) -> dict:
+                through: float | None = None, samples: list[dict] | None = None) -> dict:
     """`machine` of a run directory over its traffic (measured_window, the footprint's window), against the
-    scenario's bound (checks.max_busy_share)."""
-    return machine(load(run_dir), *measured_window(run_dir, start, end, through), max_busy_share)
+    scenario's bound (checks.max_busy_share). `samples`: resources.jsonl as already read (else read here)."""
+    return machine(load(run_dir) if samples is None else samples, *measured_window(run_dir, start, end, through),
+                   max_busy_share)
 
 
 def disk_summary(samples: list[dict]) -> dict:

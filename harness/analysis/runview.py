@@ -80,7 +80,7 @@ class RunView:
     source: dict[str, Any] = field(default_factory=dict)  # the source's own task records, summarized
     source_records: list[dict] = field(default_factory=list)
     resources: dict[str, Any] = field(default_factory=dict)  # every process's RSS/CPU/fds, disk, leaks
-    resource_samples: list[dict] = field(default_factory=list)  # resources.jsonl, for the series
+    resource_samples: list[dict] | None = None  # resources.jsonl as read once (None: it could not be read)
     clocks: dict[str, Any] | None = None  # producers on other machines: offsets measured and corrected
     oracle_outcome: dict[str, Any] | None = None  # what a query's own oracle returned (result.json `oracle`)
     state_read: dict[str, Any] | None = None  # the query's final state against its oracle's (harness.analysis.state)
