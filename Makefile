@@ -10,7 +10,7 @@ NAME ?= steady
 CHROMIUM ?= chromium
 ARGS ?=
 
-.PHONY: setup scenario capacity soak test test-slow list compare kafka-up kafka-down bench clean-runs
+.PHONY: setup scenario capacity soak rehearse test test-slow list compare kafka-up kafka-down bench clean-runs
 
 # The exact tested set (constraints.txt) inside pyproject.toml's ranges; either file changing reinstalls.
 $(STAMP): pyproject.toml constraints.txt
@@ -39,6 +39,11 @@ capacity: setup
 SOAK_NAME = $(if $(filter command line,$(origin NAME)),$(NAME),soak)
 soak: setup
 	$(PY) -m harness soak $(SOAK_NAME) $(if $(DURATION),--duration $(DURATION)) $(ARGS)
+
+# make rehearse [NAME=spark-changes] [ARGS="--only 'shuffle partitions 4 to 8'"]
+REHEARSAL = $(if $(filter command line,$(origin NAME)),$(NAME),spark-changes)
+rehearse: setup
+	$(PY) -m harness rehearse $(REHEARSAL) $(ARGS)
 
 list: $(STAMP)
 	@$(PY) -m harness list

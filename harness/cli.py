@@ -76,6 +76,16 @@ def _cmd_capacity(args) -> int:
     return outcome.exit_code
 
 
+def _cmd_rehearse(args) -> int:
+    from harness.commands.rehearse import rehearse
+    from harness.console import Console
+
+    _out_writable(args.out)
+    _, code = rehearse(args.rehearsal, Path(args.out) if args.out else None, only=args.only,
+                       console=Console(quiet=True if args.quiet else None), replace=args.replace)
+    return code
+
+
 def _cmd_soak(args) -> int:
     from harness.console import Console
     from harness.commands.soak import soak
@@ -407,6 +417,15 @@ def parser() -> argparse.ArgumentParser:
                    "r1..rN: harness compare takes the spread across them as the noise")
     _replace_option(r)
     r.set_defaults(func=_cmd_run)
+
+    rh = sub.add_parser("rehearse", help="roll changes (code, settings, Spark version) out on a base scenario's "
+                        "live checkpoint, one run each, and say which survived (rehearsal.md / .html)")
+    rh.add_argument("rehearsal", help="a name from scenarios/rehearsals/ or a path to a rehearsal .toml file")
+    rh.add_argument("--only", action="append", metavar="NAME", help="run only this change (repeatable)")
+    rh.add_argument("--out", help="rehearsal directory (default runs/<UTC timestamp>-<name>-rehearsal)")
+    rh.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    _replace_option(rh)
+    rh.set_defaults(func=_cmd_rehearse)
 
     from harness.commands import capacity_defaults as cap
 

@@ -15,7 +15,7 @@ import re
 import tomllib
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, Literal, Union, get_args, get_origin
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
                       model_validator)
@@ -24,7 +24,7 @@ from harness import machine
 from harness.backends import DEFAULT_KIND, SPECS, spec_union
 from harness.text.durations import spark_bytes, spark_trigger_ms
 from harness.faults import options_union
-from harness.text.nesting import too_deep
+from harness.text.nesting import dotted, too_deep
 from harness.files.paths import SCENARIOS_DIR
 from harness.text.suggest import did_you_mean, quote
 from harness.settings import check_setting_names
@@ -52,17 +52,6 @@ RECORDED = "recorded"  # validation context: a scenario as a run recorded it (va
 MAX_SEED = 2 ** 63 - 1  # numpy's SeedSequence (the producers' keys and payloads) takes integers >= 0; TOML's max
 MIN_DRIVER_MEMORY = 512 << 20  # Spark refuses a heap under 450 MiB ("System memory ... must be at least")
 MAX_HEADROOM = 0.9  # checks.min_headroom: a median batch must be able to use at least a tenth of its interval
-
-
-def dotted(table: dict, prefix: str = "") -> dict[str, Any]:
-    """A TOML table nested by its dotted keys (`a.b = 1` is {"a": {"b": 1}}) as the flat {"a.b": 1} it meant."""
-    flat: dict[str, Any] = {}
-    for key, item in table.items():
-        if isinstance(item, dict):
-            flat.update(dotted(item, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = item
-    return flat
 
 
 def _stringify(options: dict[str, Scalar]) -> dict[str, str]:
@@ -733,8 +722,11 @@ def _apply(data: dict, parts: list[str], value: Any, text: str) -> None:
         node = nxt
 
 
-def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tuple[Scenario, Path, dict]:
-    """Returns the validated scenario, its file, and the raw (override-applied) data for the run record."""
+def load_scenario(name_or_path: str, overrides: list[str] | None = None,
+                  amend: Callable[[dict], None] | None = None) -> tuple[Scenario, Path, dict]:
+    """Returns the validated scenario, its file, and the raw (override-applied) data for the run record.
+    `amend` changes the data after the overrides and before validation (a rehearsal adds its change to the
+    base scenario's faults: harness.commands.rehearse)."""
     path = scenario_path(name_or_path)
     data = read_toml(path)
     applied = []
@@ -742,6 +734,8 @@ def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> tupl
         parts, value = parse_override(text)
         _apply(data, parts, value, text)
         applied.append((parts, text))
+    if amend is not None:
+        amend(data)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
@@ -835,6 +829,17 @@ def _check_query(scenario: Scenario, path: Path) -> None:
             raise ConfigError(f"{path}: faults.{i}.after_sink_write: true needs a query that owns its sink "
                               f"(foreach_batch, harness.queries); {scenario.spark.query} writes to {sink.title}, "
                               "which has no write of its own to kill after")
+    from harness.faults import fault_for
+
+    for i, fault in enumerate(scenario.faults):  # a change's phase B is a query of its own (harness.faults.change)
+        after = fault_for(fault).successor(scenario)
+        if after is None:
+            continue
+        try:
+            _check_query(after, path)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: faults.{i}.spark ({fault.kind}, phase B): "
+                              f"{str(exc).removeprefix(f'{path}: ')}") from None
 
 
 def _resolve_replay_paths(spec: BaseModel, base: Path) -> None:

@@ -43,6 +43,11 @@ class RunContext:
     netproxy: dict[str, Any] | None = None  # the TCP proxy in front of the brokers: control address, ports, pid
     query_watch: str = "running"  # what the last look at the query process saw
     fault_memory: dict[str, int] = field(default_factory=dict)  # faults' own counters across injections
+    # a query process for a changed scenario on this run's checkpoint (harness.faults.change), set by the runner
+    make_query: Any = None
+
+    def query_for(self, scenario: Scenario) -> "SparkQueryProcess":
+        return self.make_query(scenario)
 
     @property
     def stream(self) -> str:

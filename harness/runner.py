@@ -261,6 +261,8 @@ def start_query(ctx: RunContext) -> None:
         prestarted = False
     if not prestarted:
         ctx.query = _query_process(ctx, source)
+    ctx.make_query = lambda changed: _query_process(
+        ctx, ctx.backend.spark_source_for(changed.backend, changed.stream.name, changed.source_options()), changed)
     if s.spark.trigger.kind in CATCH_UP_TRIGGERS:
         return  # started by the drain, after the traffic
     with ctx.console.step(f"starting the Spark query ({_master(ctx)})"
@@ -290,10 +292,11 @@ def _master(ctx: RunContext) -> str:
     return cluster.master_url if cluster is not None else ctx.scenario.spark.master
 
 
-def _query_process(ctx: RunContext, source) -> SparkQueryProcess:
-    """The query-under-test process; `source` None: the source comes once the service is up. On a cluster
-    master the driver ships the harness's code (and the scenario's query module) to its executors."""
-    s = ctx.scenario
+def _query_process(ctx: RunContext, source, scenario: Scenario | None = None) -> SparkQueryProcess:
+    """The query-under-test process for the run's scenario (or `scenario`, a change's phase B on the same
+    checkpoint); `source` None: the source comes once the service is up. On a cluster master the driver ships the
+    harness's code (and the scenario's query module) to its executors."""
+    s = scenario or ctx.scenario
     cluster = spark_cluster(ctx)
     master = _master(ctx)
     process = SparkQueryProcess(

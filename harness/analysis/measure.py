@@ -21,6 +21,7 @@ import pandas as pd
 from harness import clocks
 from harness.files import atomic
 from harness.records import environment
+from harness.analysis.changes import measure_changes
 from harness.analysis.figures import Drawn, fill_figures
 from harness.analysis.runview import RunView, Unjudgeable, read_faults, read_run, reading, rows_are_events
 from harness.analysis.state import read_state
@@ -74,6 +75,7 @@ def measure(scenario: Scenario, run_dir: Path, state: RunState | dict,
         out.drawn = fill_figures(result, view)  # kept when what follows cannot be read
         if not state.interrupted:  # stopped from outside: what was measured, nothing more to judge
             read_judged_outputs(view)
+            result.changes = view.changes
         out.view = view
     except Exception as exc:  # noqa: BLE001 - the run still gets its result.json, saying why it is unjudged
         out.problem = str(exc) if isinstance(exc, Unjudgeable) else f"{type(exc).__name__}: {exc}"
@@ -86,6 +88,7 @@ def read_judged_outputs(view: RunView) -> None:
     outcome, its final state against the history's, the live evaluations."""
     run_dir = view.run_dir
     oracle = view.query_def.oracle
+    view.changes = measure_changes(run_dir, view.faults.records, view.progress, view.query)
     if view.scenario.soak is not None:
         view.live_checks = read_jsonl(run_dir / "live_checks.jsonl")
     wants_state = oracle in STATE_ORACLES and not view.faults.failed_as_expected

@@ -93,6 +93,11 @@ class BackendSpec(BaseModel):
         """How tables name this backend: its kind, and what sets it apart within the kind."""
         return self.kind  # type: ignore[attr-defined]
 
+    def read_through(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """This table as data with `changes` (a changed query's [backend] keys: harness.faults.change) applied,
+        for the query alone: the producers keep the scenario's table."""
+        return {**self.model_dump(mode="python"), **changes}
+
     def starting_title(self) -> str:
         return f"starting {self.kind}"  # type: ignore[attr-defined]
 
@@ -127,6 +132,15 @@ class Backend(ABC):
     @abstractmethod
     def spark_source(self, stream: str, options: dict[str, str]) -> SparkSource:
         """How the query reads `stream`, the user's options passed through verbatim."""
+
+    def spark_source_for(self, spec: Any, stream: str, options: dict[str, str]) -> SparkSource:
+        """How a changed query (harness.faults.change) reads `stream` with `spec`, its scenario's [backend]: as this
+        backend's own query does, unless the backend offers another way in (Event Hubs' protocols)."""
+        return self.spark_source(stream, options)
+
+    def offer_protocol(self, protocol: str) -> None:
+        """Serve `protocol` too from the start, for a changed query that reads through it: a backend with one
+        way in has nothing to add (the scenario model refuses a protocol it does not know)."""
 
     @abstractmethod
     def end_offsets(self, stream: str) -> dict[int, int]:

@@ -51,6 +51,10 @@ class RunHandle(Protocol):
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any: ...
 
+    def query_for(self, scenario: Any) -> Any:
+        """A query process (not started) for `scenario`'s [spark] table on this run's checkpoint: what a change
+        (harness.faults.change) hands the running one to become."""
+
 
 class FaultOptions(BaseModel):
     """Schedule fields every fault has; a fault's own options are declared on its subclass."""
@@ -124,6 +128,11 @@ class Fault:
     def needs(self) -> dict[str, str]:
         """This entry's Kafka topic operations (`kafka_operations`; an option may add some)."""
         return dict(self.kafka_operations)
+
+    def successor(self, scenario) -> Any:
+        """The scenario the query runs as after this fault, when the fault changes it (harness.faults.change):
+        validated at load like the scenario itself. None: the query stays what it was."""
+        return None
 
     def check(self, scenario) -> str | None:
         """Before anything starts, once the backend offers the fault's capabilities: None, or why this scenario

@@ -13,7 +13,7 @@ from harness.errors import InputError
 
 # a file any of the harness's commands writes at the top of its output directory, first or early
 MARKERS = ("scenario.json", "run_state.json", "result.json", "timeline.jsonl", "sweep.json", "repeat.json",
-           "capacity.json", "bench.json")
+           "capacity.json", "bench.json", "rehearsal.json")
 
 
 def looks_like_harness_output(path: Path) -> bool:

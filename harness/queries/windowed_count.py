@@ -8,13 +8,18 @@ opens the next window, as the oracle's floor does.
 
 Output (append mode: a window is written once, when the watermark passes its end): `window_start_ms`,
 `window_end_ms` (double, epoch ms) and `count` (long). Judged by the `window_counts` oracle.
+
+`group_by_partition = true` groups by the window and the event's partition: the grouping-key change a change
+rehearsal (harness.faults.change) makes on a running checkpoint, which Spark refuses (its state's key schema
+differs). Its output, a count per window and partition, is not what the `window_counts` oracle judges: it exists
+to be refused.
 """
 from __future__ import annotations
 
 from harness.text.durations import spark_interval_ms
 from harness.oracles import WINDOW_DEFAULT
 
-DEFAULTS = {"window": WINDOW_DEFAULT, "watermark": "5 seconds"}
+DEFAULTS = {"window": WINDOW_DEFAULT, "watermark": "5 seconds", "group_by_partition": False}
 
 
 def durations_ms(params: dict) -> tuple[int, int]:
@@ -37,6 +42,8 @@ def check(params: dict) -> str | None:
     unknown = sorted(set(params) - set(DEFAULTS))
     if unknown:
         return f"{unknown} not known to windowed_count; allowed: {', '.join(DEFAULTS)}"
+    if not isinstance(params.get("group_by_partition", False), bool):
+        return f"group_by_partition = {params['group_by_partition']!r}: true or false"
     try:
         durations_ms(params)
     except ValueError as exc:
@@ -48,8 +55,11 @@ def query(events, params):
     from pyspark.sql import functions as F
 
     window_ms, watermark_ms = durations_ms(params)
+    keys = [F.window("event_time", f"{window_ms} milliseconds").alias("w")]
+    if params.get("group_by_partition"):
+        keys.append(F.col("partition"))
     return (events.withWatermark("event_time", f"{watermark_ms} milliseconds")
-            .groupBy(F.window("event_time", f"{window_ms} milliseconds").alias("w"))
+            .groupBy(*keys)
             .agg(F.count(F.lit(1)).alias("count"))
             .select(F.unix_millis(F.col("w.start")).cast("double").alias("window_start_ms"),
                     F.unix_millis(F.col("w.end")).cast("double").alias("window_end_ms"), "count"))

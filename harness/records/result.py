@@ -150,6 +150,9 @@ class RunResult(BaseModel):
                                                                         "accuracy, delivery latency, errors by class")
     query: QueryInfo = Field(default_factory=QueryInfo, description='the query and how it ended')
     faults: list[FaultRecord] = Field(default_factory=list, description='every fault injection')
+    changes: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "every change rolled out on the checkpoint (harness.faults.change): restarted or refused, the Spark "
+        "before and after, each changed setting requested against the one in force and where that was read"))
     oracle: dict[str, Any] | None = Field(None, description="the query's oracle's own figures (null: the harness's "
                                                             "per-event rules judged)")
     source: dict[str, Any] = Field(default_factory=dict,

@@ -157,6 +157,7 @@ class SparkQueryProcess:
         self.started_at = 0.0  # when start() last launched the driver (its marks are the ones since)
         self.kills = 0
         self.restarts = 0
+        self.changes = 0  # times `change` replaced the job
         self._killed = False  # the current process was killed on purpose: restart it
         self._lock = threading.Lock()
         self._child_env: dict[str, str] = {}  # the environment the running driver started with
@@ -287,6 +288,30 @@ class SparkQueryProcess:
             code = self.stop(hard=True)
             if then is not None:
                 then()
+            return code
+
+    def change(self, successor: Callable[[], "SparkQueryProcess"], graceful: bool,
+               then: Callable[[], object] | None = None) -> int | None:
+        """Stop the driver and have `watch` start the job of `successor()` (made once the driver has stopped: it
+        may read where the checkpoint stands) in its place, on the same checkpoint: a change to the query's code,
+        settings or Spark version rolled out as a team would (harness.faults.change). `graceful`: the query is
+        asked to stop (`StreamingQuery.stop()`, between batches, as a redeploy does) and killed only if it has
+        not exited within a minute; else SIGKILLed wherever it is. `then` runs once it is dead and before the
+        successor can start."""
+        with self._lock:
+            self._killed = True
+            self.changes += 1
+            if graceful and self.child is not None and self.child.alive():
+                (self.control / "stop").touch()
+                if self.wait_exit(60) is None:
+                    self.child.stop_signal = signal.SIGKILL
+            code = self.stop(hard=not graceful)
+            try:
+                if then is not None:
+                    then()
+            finally:
+                new = successor()
+                self.job, self.jar_names, self.python_path = new.job, new.jar_names, new.python_path
             return code
 
     def watch(self, timeline=None) -> str:

@@ -40,9 +40,9 @@ def _write_status(path: Path, **fields) -> None:
     atomic.write_json(path, dict(fields, at=time.time()))  # lastProgress holds UUIDs: written as strings
 
 
-def _mark(run_dir: Path, mark: str, at: float | None = None) -> None:
+def _mark(run_dir: Path, mark: str, at: float | None = None, **fields) -> None:
     with open(run_dir / "spark" / "marks.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps({"mark": mark, "at": time.time() if at is None else at}) + "\n")
+        f.write(json.dumps({"mark": mark, "at": time.time() if at is None else at, **fields}) + "\n")
 
 
 def build_session(job: dict, run_dir: Path | None = None):
@@ -362,7 +362,8 @@ def _start(spark, job: dict):
     else:
         writer = writer.trigger(once=True)
     query = writer.start()
-    _mark(Path(job["run_dir"]), "query_started")
+    # which Spark ran this start, and with which query: a change (harness.faults.change) may replace either
+    _mark(Path(job["run_dir"]), "query_started", spark=spark.version, query=job["query"])
     return query
 
 
@@ -396,7 +397,12 @@ def _run_bare(spark, job: dict, status: Path) -> int:
 
 
 def _run_query(spark, job: dict, status: Path, control: Path, recorder) -> int:
-    query = _start(spark, job)
+    try:
+        query = _start(spark, job)
+    except Exception as exc:  # noqa: BLE001 - Spark refused to start the query (e.g. a change its checkpoint or
+        # its operators do not allow: an AnalysisException from writeStream.start()): a failure like any other
+        _write_status(status, state="failed", error=error_text(exc)[:20000], at_start=True)
+        return EXIT_QUERY_FAILED
     _write_status(status, state="started", id=str(query.id), run_id=str(query.runId), pid=os.getpid())
 
     drain_deadline = None

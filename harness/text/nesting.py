@@ -47,3 +47,14 @@ def too_deep(text: str, limit: int = MAX_DEPTH) -> str | None:
     if found <= limit:
         return None
     return f"nested {found:,} levels deep (at most {limit}: arrays and tables inside each other)"
+
+
+def dotted(table: dict, prefix: str = "") -> dict:
+    """A TOML table nested by its dotted keys (`a.b = 1` is {"a": {"b": 1}}) as the flat {"a.b": 1} it meant."""
+    flat: dict = {}
+    for key, item in table.items():
+        if isinstance(item, dict):
+            flat.update(dotted(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat

@@ -20,8 +20,9 @@ def test_the_example_projects_tests_pass_through_the_plugin(tmp_path):
     junit = tmp_path / "junit.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            f"--basetemp={tmp_path / 'basetemp'}", f"--junitxml={junit}"],
-                          cwd=EXAMPLE, capture_output=True, text=True, timeout=500)
+                          cwd=EXAMPLE, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     cases = {c.get("name"): [child.tag for child in c] for c in ET.parse(junit).getroot().iter("testcase")}
-    assert cases == {"test_enrich_scenario_passes": [], "test_enrich_tags_each_partition_with_its_region": []}
+    assert cases == {"test_enrich_scenario_passes": [], "test_enrich_tags_each_partition_with_its_region": [],
+                     "test_the_next_version_restarts_on_the_current_versions_checkpoint": []}
     assert not (EXAMPLE / ".pytest_cache").exists()

@@ -22,6 +22,18 @@ def test_enrich_scenario_passes(harness_run):
     assert [c.name for c in result.checks if c.name.startswith("oracle_")] == ["oracle_enriched_exactly_once"]
 
 
+def test_the_next_version_restarts_on_the_current_versions_checkpoint(harness_run):
+    """This pull request's change (enrich -> enrich_v2) rolled out on a live checkpoint of the current job under
+    traffic: the new version must start from it and every event come out exactly once across the change."""
+    result = harness_run("scenarios/enrich-upgrade.toml",
+                         checks={"sustained_not_required": "a 20 s rehearsal of a change"})
+    assert_passed(result)
+    (change,) = result.changes
+    assert change["restarted"] and change["batches_after"] > 0
+    assert change["changed"]["query"] == ["team_query.enrich:query", "team_query.enrich_v2:query"]
+    assert result.oracle["ok"] and result.oracle["rows"] == result.counts.acked == 20_000
+
+
 def test_enrich_tags_each_partition_with_its_region(harness_kafka_cluster, harness_spark_session):
     """Seven events on five partitions, read back by Spark's Kafka source and enriched; the regions below are
     written out by hand from the rule (partition p -> regions[p % 3])."""

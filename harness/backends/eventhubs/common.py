@@ -181,7 +181,15 @@ class EventHubsBackendBase(Backend):
         self._created_at[hub] = self.end_offsets(hub)
 
     def spark_source(self, stream: str, options: dict[str, str]) -> SparkSource:
-        if self.protocol == "kafka":  # from where the hub stood when the run began, as below: offsets are seq numbers
+        return self._spark_source(stream, options, self.protocol)
+
+    def spark_source_for(self, spec: Any, stream: str, options: dict[str, str]) -> SparkSource:
+        """A changed query's source through `spec.protocol`: the Kafka endpoint after the AMQP source (the move to
+        Spark 4, whose Scala 2.13 the connector was never built for), or the other way round."""
+        return self._spark_source(stream, options, spec.protocol)
+
+    def _spark_source(self, stream: str, options: dict[str, str], protocol: str) -> SparkSource:
+        if protocol == "kafka":  # from where the hub stood when the run began, as below: offsets are seq numbers
             opts = kafka_source_options(self.connection_string(), self.kafka_endpoint(), stream, options,
                                                  starting=self._created_at.get(stream) or self.end_offsets(stream))
             return SparkSource("kafka", opts, normalise="harness.spark.events:from_kafka", jars=(SPARK_KAFKA,))

@@ -98,6 +98,11 @@ class EmulatedEventHubs(EventHubsBackendBase):
                     self.endpoints[key] = value
             time.sleep(0.05)
 
+    def offer_protocol(self, protocol: str) -> None:
+        """A changed query reads through the Kafka endpoint (harness.faults.change): the emulator serves it too."""
+        if protocol == "kafka":
+            self.kafka = True
+
     def kafka_endpoint(self) -> KafkaEndpoint:
         """The emulator's Kafka endpoint over TLS (SASL_SSL, as the service's 9093), its certificate signed by the
         CA the emulator printed."""

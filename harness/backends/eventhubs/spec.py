@@ -85,6 +85,14 @@ class EventHubsSpec(BackendSpec):
         "$Default", description="namespace: the consumer group the harness reads with (faults' placement reads); "
                                 "give one the query does not use, or its exclusive receivers keep the harness out")
 
+    def read_through(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """A query that reads through another protocol than the producers send with: `send` is the SDK producers'
+        own choice, which a table for the Kafka protocol may not carry (its producers place keys themselves)."""
+        table = super().read_through(changes)
+        if table.get("protocol") == "kafka":
+            table.pop("send", None)
+        return table
+
     @property
     def _by_protocol(self) -> dict:
         return _KAFKA if self.protocol == "kafka" else _AMQP
