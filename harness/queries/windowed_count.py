@@ -12,7 +12,7 @@ Output (append mode: a window is written once, when the watermark passes its end
 from __future__ import annotations
 
 from harness.text.durations import spark_interval_ms
-from harness.oracles import WINDOW_DEFAULT
+from harness.queries import WINDOW_DEFAULT
 
 DEFAULTS = {"window": WINDOW_DEFAULT, "watermark": "5 seconds"}
 
