@@ -163,10 +163,7 @@ def error_text(exc, query=None) -> str:
     for _ in range(20):
         if cause is None:
             break
-        try:
-            condition = cause.getCondition()
-        except Exception:  # noqa: BLE001 - not a SparkThrowable (or the JVM is gone)
-            condition = None
+        condition = _condition(cause)
         if condition and condition not in conditions:
             conditions.append(condition)
         try:
@@ -175,6 +172,17 @@ def error_text(exc, query=None) -> str:
             break
     text = str(exc)
     return "".join(f"[{c}] " for c in reversed(conditions) if f"[{c}]" not in text) + text
+
+
+def _condition(cause) -> str | None:
+    """A JVM throwable's Spark error condition: getCondition (Spark 4), getErrorClass on Spark 3.5 (a query run on
+    an older PySpark line, harness.spark.runtimes); None for one that is not a SparkThrowable (or a gone JVM)."""
+    for method in ("getCondition", "getErrorClass"):
+        try:
+            return getattr(cause, method)()
+        except Exception:  # noqa: BLE001 - no such method here (py4j says so only when called), or no JVM
+            continue
+    return None
 
 
 def run(job_path: Path) -> int:
