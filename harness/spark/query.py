@@ -196,6 +196,7 @@ def run(job_path: Path) -> int:
     spark = build_session(job, run_dir)
     spark.sparkContext.setLogLevel(job.get("log_level", "WARN"))
     _mark(run_dir, "session_ready")
+    _say_which_spark(spark)
     probe = ship_code(spark, job["py_files"], run_dir) if job.get("py_files") else None
     off = instrumentation_off(job)
     recorder = None
@@ -217,6 +218,15 @@ def run(job_path: Path) -> int:
         spark.stop()
         if classpath is not None:
             keep_class_archive(Path(job["cds_dump"]), classpath)
+
+
+def _say_which_spark(spark) -> None:
+    """One line in driver.log naming the Spark and the Python that run the query: with spark.pyspark an older
+    line's (harness.spark.runtimes), which the log then shows, not only the job that asked for it."""
+    import pyspark
+
+    print(f"harness: the query runs on Spark {spark.version} (pyspark {pyspark.__version__} in "
+          f"{Path(pyspark.__file__).parent}), Python {sys.version.split()[0]} ({sys.executable})", flush=True)
 
 
 def _jvm_classpath(spark) -> str | None:
