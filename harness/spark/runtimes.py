@@ -16,8 +16,8 @@ a file lock, so a second caller waits for the first; complete only once its stam
 built interpreter itself reports) is written, last: a half-built one is never used, and the next build starts it
 afresh. pip's log stays in the cache when the build fails (`<cache>/pyspark/<version>-<key>.log`).
 
-What each line can run is judged when the scenario loads (`refusal`, harness.config): the checks here are pure,
-over the scenario's fields, with no virtualenv made.
+What each line can run is judged when the scenario loads (`spark_refusal` for the `[spark]` table, `refusal` for
+its backend and query, harness.config): pure checks over the scenario's fields, with no virtualenv made.
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ from harness.jvm import artifacts
 from harness.jvm.artifacts import SPARK_KAFKA, SPARK_KAFKA_35, SPARK_KAFKA_40, SetupError
 
 STAMP = "runtime.json"
-LOCAL = re.compile(r"^local(\[([1-9]\d*|\*)(,[1-9]\d*)?\])?$")  # what a runtime runs on: local, local[N], local[N,F], local[*]
+# the masters a runtime runs on: local, local[N], local[N,F], local[*]
+LOCAL = re.compile(r"^local(\[([1-9]\d*|\*)(,[1-9]\d*)?\])?$")
 
 
 @dataclass(frozen=True)
