@@ -2,7 +2,7 @@
 the scenario model refuses on each line and why, the artifact sets each line stands in for the project's (its
 pom's connector built for its own Spark and Scala), the jars left out against the runtime's own Spark, the
 virtualenv's key and its stamp, the query process's job and command with a runtime, and the Spark 3.5 error class
-in a failed query's text. A real virtualenv and a run on each line: tests/integration/test_runtimes.py."""
+in a failed query's text. A real virtualenv and a run on each line: tests/integration/test_pyspark_lines.py."""
 from __future__ import annotations
 
 import json
