@@ -4,8 +4,9 @@ it: `harness run steady --set spark.pyspark=LINE`, the line's virtualenv made in
 directory must show that the older Spark ran, each from a different witness: the job the harness wrote (its
 `runtime`, the line's own Kafka connector on spark.jars), the driver's own log line (Spark's version as its JVM
 reports it, the virtualenv's interpreter), Spark's event log ("Spark Version", written by Spark itself) and
-environment.json. Then `sessions` on 4.0: transformWithStateInPandas, the reason 4.0's virtualenv holds pandas,
-pyarrow and protobuf, with its oracle and its state read back by the project's own Spark."""
+environment.json. Then a stateful query on 3.5 with a driver kill, its final state judged; and `sessions` on 4.0:
+transformWithStateInPandas, the reason 4.0's virtualenv holds pandas, pyarrow and protobuf, with its oracle and
+its state read back by the project's own Spark."""
 import json
 import re
 
@@ -54,6 +55,19 @@ def test_steady_passes_on_an_older_pyspark_line(harness_env, tmp_path, line):
     c = result["counts"]
     assert c["lost"] == 0 and c["duplicates"] == 0 and c["delivered_unique"] == c["acked"] > 0
     assert_ran_on(out, line)
+
+
+def test_a_stateful_query_on_3_5_survives_a_driver_kill_and_its_state_is_judged(harness_env, tmp_path):
+    """windowed_count with stateful's driver kill: the restarted driver is the line's too, and the final state,
+    read by the project's own Spark from a checkpoint 3.5 wrote (no operator metadata), matches the history."""
+    out = tmp_path / "run"
+    proc, result = run(harness_env, out, "stateful", "spark.pyspark=3.5", "producers.duration_s=20", timeout=1200)
+    assert proc.returncode == 0 and result["verdict"] == "pass", (
+        json.dumps([c for c in result["checks"] if not c["ok"]], indent=1) + proc.stdout[-3000:])
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["state_matches"]["ok"] and checks["query_recovered"]["ok"]
+    assert json.loads((out / "state" / "meta.json").read_text())["stores"]
+    assert_ran_on(out, "3.5")
 
 
 def test_sessions_run_on_4_0(harness_env, tmp_path):

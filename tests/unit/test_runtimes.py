@@ -304,3 +304,23 @@ def test_environment_says_which_pyspark_ran(monkeypatch):
     env = environment.describe({}, RUNTIMES["3.5"].as_job())
     assert env["pyspark"] == f"3.5.7 (spark.pyspark = \"3.5\"; the harness's own: {pyspark.__version__})"
     assert environment.describe({})["pyspark"] == pyspark.__version__
+
+
+def test_a_3_5_checkpoint_s_stores_are_found_in_its_state_directories(tmp_path):
+    """Spark 3.5 writes no operator metadata (state/<op>/_metadata), so `state-metadata` lists nothing: the state
+    reader (harness.spark.state_dump) takes the operators from the state directories, a join's named stores
+    included, or a stateful query run on 3.5 would leave its state check unknown."""
+    from harness.spark.state_dump import stores, stores_on_disk
+
+    state = tmp_path / "checkpoint" / "state"
+    (state / "0" / "0" / "_metadata").mkdir(parents=True)
+    (state / "0" / "0" / "1.delta").write_text("")
+    for store in ("left-keyToNumValues", "right-keyToNumValues"):
+        (state / "2" / "0" / store).mkdir(parents=True)
+    (state / "_metadata").mkdir()  # not an operator
+    rows = stores_on_disk(tmp_path / "checkpoint")
+    assert rows == [{"operatorId": 0, "stateStoreName": "default"},
+                    {"operatorId": 2, "stateStoreName": "left-keyToNumValues"},
+                    {"operatorId": 2, "stateStoreName": "right-keyToNumValues"}]
+    assert stores(rows)[0] == (0, "default", {"operatorId": "0", "storeName": "default"})
+    assert stores_on_disk(tmp_path / "nothing") == []
