@@ -17,6 +17,7 @@ from harness.check import counts_against, exit_code, status_of
 from harness.errors import InputError
 from harness.jvm.artifacts import SetupError
 from harness.files.paths import SCENARIOS_DIR
+from harness.spark.runtimes import LINES as PYSPARK_LINES
 from harness.version import VersionAction
 
 EXIT_BAD_INPUT = 2
@@ -139,7 +140,7 @@ def _cmd_setup(args) -> int:
     from harness.commands.setup import setup
     from harness.console import Console
 
-    return setup(Console(), verbose=args.verbose)
+    return setup(Console(), verbose=args.verbose, pyspark=tuple(args.pyspark or ()))
 
 
 def _cmd_kafka(args) -> int:
@@ -520,6 +521,9 @@ def parser() -> argparse.ArgumentParser:
                        "and make what a first run would make on its way (the JVMs' class archives, the Kafka "
                        "storage tool's output) by starting steady's broker and query once; nothing already there")
     s.add_argument("--verbose", action="store_true")
+    s.add_argument("--pyspark", action="append", metavar="LINE", choices=PYSPARK_LINES, help=(
+        "also make this older PySpark line ready for scenarios with spark.pyspark (its virtualenv and Spark's "
+        f"Kafka source for it); one of {', '.join(PYSPARK_LINES)}, repeatable"))
     s.set_defaults(func=_cmd_setup)
 
     k = sub.add_parser("kafka", help="a standalone embedded broker for manual work")

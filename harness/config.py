@@ -30,6 +30,7 @@ from harness.text.suggest import did_you_mean, quote
 from harness.settings import check_setting_names
 from harness.sinks import DEFAULT_KIND as DEFAULT_SINK, KINDS as SINKS, refusal as sink_refusal, sink_part
 from harness.spark.realtime import refusal as realtime_refusal
+from harness.spark.runtimes import LINES as PYSPARK_LINES, RUNTIMES, refusal as runtime_refusal, spark_refusal
 from harness.producers.rates import make_rate
 from harness.producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
 
@@ -209,6 +210,23 @@ class SparkSpec(Strict):
                                                                      "run gives up")
     drain_timeout_s: float = Field(180.0, gt=0, le=24 * 3600, description="seconds after the traffic the query may "
                                                                           "take to read everything (the drain)")
+    pyspark: Literal[PYSPARK_LINES] | None = Field(None, description=(  # type: ignore[valid-type]
+        "the PySpark line the query process runs, " + " or ".join(
+            f"\"{r.line}\" (pyspark {r.pyspark})" for r in RUNTIMES.values())
+        + ", in a virtualenv of its own made once in the cache (harness.spark.runtimes); unset: the project's"))
+
+    @field_validator("pyspark", mode="before")
+    @classmethod
+    def _pyspark_line(cls, value: Any) -> Any:
+        """A line as TOML or `--set spark.pyspark=3.5` gives it unquoted (a float) is the same line; one not offered
+        is named with the lines that are."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(float(value))
+        if value is not None and value not in PYSPARK_LINES:
+            raise ValueError("not a PySpark line the harness runs the query on; allowed: "
+                             f"{', '.join(repr(v) for v in PYSPARK_LINES)} (a string), or leave it out for the "
+                             "project's own")
+        return value
 
     @field_validator("driver_memory")
     @classmethod
@@ -268,6 +286,15 @@ class SparkSpec(Strict):
         return conf
 
     @model_validator(mode="after")
+    def _pyspark_runs_it(self):
+        """An older PySpark line runs the query in local mode and without what came after it (real-time mode):
+        refused now, naming the field, not at the query's start (harness.spark.runtimes)."""
+        problem = spark_refusal(self)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _real_time_updates(self):
         """Real-time mode runs update mode only (Spark refuses the others): there, the default is update. Given
         explicitly, append is kept and refused with its reason (harness.spark.realtime)."""
@@ -278,6 +305,7 @@ class SparkSpec(Strict):
     @property
     def standalone(self) -> bool:
         return self.cluster == "standalone"
+
 
 
 class ChecksSpec(Strict):
@@ -439,6 +467,16 @@ class Scenario(Strict):
                              f"{quote(trigger.interval)}): it is the fraction of that interval the median batch "
                              f"leaves idle; give spark.trigger = {{ kind = \"processingTime\", interval = \"1 second\" "
                              f"}} (or another interval), or leave min_headroom out")
+        return self
+
+    @model_validator(mode="after")
+    def _pyspark_reads_and_runs_it(self):
+        """The backend's Spark source and the query on spark.pyspark's line (its master and trigger are SparkSpec's
+        own check): a Python data source or a transformWithStateInPandas query an older PySpark lacks is refused
+        here, naming the field (harness.spark.runtimes)."""
+        problem = runtime_refusal(self)
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

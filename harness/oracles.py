@@ -32,8 +32,7 @@ from harness.files.jsonl import read_jsonl
 from harness.sinks.parquet.files import read_sink
 from harness.producers.keys import make_key_chooser
 from harness.producers.spec import KeysSpec
-
-WINDOW_DEFAULT = "10 seconds"  # a window_counts query's `window` param when the scenario gives none
+from harness.queries import WINDOW_DEFAULT
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 

@@ -45,6 +45,7 @@ from harness.soak.plan import resolve as resolve_soak
 from harness.spark import CATCH_UP_TRIGGERS
 from harness.spark.state_reader import read_state
 from harness.spark.cluster import code_to_ship, spark_cluster, start_cluster
+from harness.spark import runtimes
 from harness.spark.process import SparkQueryProcess
 from harness.spark.realtime import warnings as realtime_warnings
 from harness.queries import query_home, resolve as resolve_query
@@ -145,7 +146,8 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
     ctx.state.ended_at = time.time()
     try:
         ctx.state.write(run_dir / "run_state.json")
-        environment.record(run_dir, ctx.state.backend)  # what it ran on, before the judge reads it
+        environment.record(run_dir, ctx.state.backend,  # what it ran on, before the judge reads it
+                           ctx.query.job.get("runtime") if ctx.query is not None else None)
         result, problems = record(measure_and_judge(scenario, run_dir, ctx.state), run_dir, baseline)
     except OSError as exc:  # a full disk: the cause said, no partial file left (harness.files.atomic)
         console.warn(f"writing the run's results in {run_dir} failed: {exc}")
@@ -208,6 +210,7 @@ def start_backend(ctx: RunContext) -> None:
     its driver started first, side by side with the service: it launches its JVM and builds its session while
     the broker starts, and waits for the source options start_query hands it."""
     s = ctx.scenario
+    prepare_runtime(ctx)
     ctx.timeline.add("run_started")
     ctx.backend.required = [(f"faults.{i} ({o.kind})", needs) for i, o in enumerate(s.faults)
                             if (needs := fault_for(o).needs())]
@@ -234,6 +237,16 @@ def start_backend(ctx: RunContext) -> None:
         with ctx.console.step(f"waiting for {s.spark.workers} Spark workers"):
             spark_cluster(ctx).wait_ready()
         ctx.timeline.add("spark_cluster_ready", **ctx.state.spark_cluster)
+
+
+def prepare_runtime(ctx: RunContext) -> None:
+    """spark.pyspark's line made ready (its virtualenv and its builds of the source's jars: minutes the first
+    time, harness.spark.runtimes) before the run starts: no driver, service or start-up deadline waits on pip."""
+    line = ctx.scenario.spark.pyspark
+    if line is None:
+        return
+    python = runtimes.prepare(line, ctx.console, jar_sets=tuple(ctx.scenario.backend.spark_jars))
+    ctx.console.info(f"the query runs on PySpark {runtimes.get(line).pyspark} (spark.pyspark = \"{line}\"): {python}")
 
 
 def _prepare_producers(ctx: RunContext) -> None:
@@ -306,7 +319,7 @@ def _query_process(ctx: RunContext, source, scenario: Scenario | None = None) ->
         conf={**(cluster.driver_conf() if cluster else {}), **s.spark_conf()},
         trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
         output_mode=s.spark.output_mode, driver_memory=s.spark.driver_memory, query=s.spark.query,
-        query_params=s.spark.query_params,
+        query_params=s.spark.query_params, runtime=s.spark.pyspark,
         # a user's query module sits next to the scenario file (harness.queries: the contract)
         python_path=[ctx.state.scenario_dir] if ":" in s.spark.query and ctx.state.scenario_dir else None)
     process.job.update(sink_part(s.spark.sink).job_part(s))  # e.g. the Kafka sink's topic and options

@@ -54,6 +54,9 @@ class BackendSpec(BaseModel):
     batch_cap_option: ClassVar[str]  # the source option capping rows per trigger
     batch_cap_exact: ClassVar[bool]  # the cap holds exactly (else Spark may round shares up per partition)
     spark_jars: ClassVar[tuple[str, ...]] = ()  # artifact sets (harness.jvm) the query's driver needs for its source
+    # its Spark source is a PySpark data source of the project's (spark_source's `data_sources`), not a JVM one: a
+    # streaming Python data source, which an older PySpark line may lack (harness.spark.runtimes)
+    python_data_source: ClassVar[bool] = False
     # the producers' client library when its own cost per event sets a floor the footprint is read against (a
     # plain send loop of it, measured by a bench: `producer_floor_calibration`); None: the client's own threads
     # are measured apart (librdkafka's, harness.analysis.resources)

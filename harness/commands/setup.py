@@ -18,6 +18,10 @@ tool, then the broker JVM), its topic holding one second of `steady`'s traffic s
 a run's does, reading the topic in a first batch into the file sink and draining; then both stop normally and
 their archives are kept. Nothing is judged. Whatever is in place already is looked for first (`missing`): a
 second `harness setup` starts no JVM.
+
+`--pyspark LINE` (repeatable) also makes an older PySpark line ready for scenarios that set spark.pyspark
+(harness.spark.runtimes): its virtualenv and its build of Spark's Kafka source, which a first run on that line
+would otherwise make before it starts. None by default: `make setup` makes the project's own line only.
 """
 from __future__ import annotations
 
@@ -35,8 +39,9 @@ from harness.bench.kafka_query import fill
 from harness.config import Scenario, load_scenario
 from harness.console import Console
 from harness.jvm import cds
-from harness.jvm.artifacts import KAFKA_BROKER, SetupError, resolve, setup_all
+from harness.jvm.artifacts import KAFKA_BROKER, SPARK_KAFKA, SetupError, resolve, setup_all
 from harness.sinks import sink_part
+from harness.spark import runtimes
 from harness.spark.process import SparkQueryProcess, driver_classpath
 from harness.supervisor import Supervisor
 from harness.producers.rates import make_rate
@@ -55,8 +60,9 @@ class Item:
         return cds.looks_valid(self.path) if self.path.suffix == ".jsa" else self.path.is_file()
 
 
-def setup(console: Console, verbose: bool = False) -> int:
-    """The whole set-up, each part skipped when it is in place; 0 when everything is."""
+def setup(console: Console, verbose: bool = False, pyspark: tuple[str, ...] = ()) -> int:
+    """The whole set-up, each part skipped when it is in place, and the PySpark lines `pyspark` made ready; 0 when
+    everything is."""
     for name, jars in setup_all(quiet=not verbose).items():
         console.info(f"{name}: {len(jars)} jars in {jars[0].parent if jars else '-'}")
     from harness.settings.catalogue import build_all  # the setting names scenarios are checked against
@@ -69,6 +75,11 @@ def setup(console: Console, verbose: bool = False) -> int:
     else:
         console.info(f"the class archives and the storage tool's output a first {SCENARIO} run would make: "
                      f"already in place")
+    for line in dict.fromkeys(pyspark):
+        python = runtimes.prepare(line, console, jar_sets=(SPARK_KAFKA,))
+        jars = runtimes.jars(line, SPARK_KAFKA, quiet=not verbose)
+        console.info(f"spark.pyspark = \"{line}\": PySpark {runtimes.get(line).pyspark} in {python.parent.parent}, "
+                     f"Spark's Kafka source {len(jars)} jars in {jars[0].parent if jars else '-'}")
     return 0
 
 

@@ -41,7 +41,12 @@ SETTINGS = HERE / "settings.xml"
 CENTRAL = "https://repo.maven.apache.org/maven2"
 MAVEN_VERSION = "3.9.9"
 KAFKA_BROKER, SPARK_KAFKA = "kafka-broker", "spark-kafka"  # the artifact sets, one pom each
-CLASSPATHS = (KAFKA_BROKER, SPARK_KAFKA)
+# Spark's Kafka source built for the older PySpark lines a query may run on (harness.spark.runtimes)
+SPARK_KAFKA_35, SPARK_KAFKA_40 = "spark-kafka-3.5", "spark-kafka-4.0"
+PROJECT_CLASSPATHS = (KAFKA_BROKER, SPARK_KAFKA)  # what every run may need: `harness setup` fetches these
+CLASSPATHS = (*PROJECT_CLASSPATHS, SPARK_KAFKA_35, SPARK_KAFKA_40)
+# sets that go on a Spark driver's classpath beside the jars its PySpark ships: those are left out of them
+SPARK_SETS = (SPARK_KAFKA, SPARK_KAFKA_35, SPARK_KAFKA_40)
 
 
 MIRROR_ENV, USERNAME_ENV, PASSWORD_ENV = "HARNESS_MAVEN_MIRROR", "HARNESS_MAVEN_USERNAME", "HARNESS_MAVEN_PASSWORD"
@@ -122,7 +127,9 @@ def _settings_file(src: Source):
 
 
 @contextmanager
-def _locked(name: str):
+def locked(name: str):
+    """One builder at a time of a thing in the cache (`name`), across processes: the others wait for it, then find
+    it made."""
     lock_path = cache_dir() / f".{name}.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -141,7 +148,7 @@ def maven(src: Source | None = None) -> str:
     mvn = home / "bin" / "mvn"
     if mvn.exists():
         return str(mvn)
-    with _locked("maven"):
+    with locked("maven"):
         if mvn.exists():
             return str(mvn)
         src = src or source()
@@ -175,19 +182,26 @@ def classpath_dir(name: str) -> Path:
     return cache_dir() / "jvm" / f"{name}-{_key(name)}"
 
 
-def resolve(name: str, quiet: bool = True) -> list[Path]:
-    """Jars of one classpath (fetched once, then read from the cache)."""
+def resolved(name: str) -> bool:
+    """Whether the classpath is in the cache (resolve then runs no Maven)."""
+    return (classpath_dir(name) / ".complete").exists()
+
+
+def resolve(name: str, quiet: bool = True, spark_jars: Path | None = None) -> list[Path]:
+    """Jars of one classpath (fetched once, then read from the cache). A set that goes on a Spark driver's
+    classpath is given without what that Spark ships already: `spark_jars` is its jars/ directory, the project's
+    PySpark's by default (another PySpark line's for a query run on it, harness.spark.runtimes)."""
     if name not in CLASSPATHS:
         raise SetupError(f"unknown classpath {name!r}; known: {', '.join(CLASSPATHS)}")
     out = classpath_dir(name)
     done = out / ".complete"
     if not done.exists():
-        with _locked(f"jvm-{name}"):
+        with locked(f"jvm-{name}"):
             if not done.exists():
                 _copy_dependencies(name, out, quiet)
     jars = sorted(out.glob("*.jar"))
-    if name == "spark-kafka":
-        jars = _not_in_pyspark(jars)
+    if name in SPARK_SETS:
+        jars = _not_in_pyspark(jars, spark_jars or pyspark_home() / "jars")
     return jars
 
 
@@ -219,11 +233,13 @@ def _artifact(jar: Path) -> str:
     return jar.stem
 
 
-def _not_in_pyspark(jars: list[Path]) -> list[Path]:
-    """Spark already ships Scala, Hadoop, slf4j...: add only what it lacks, or two versions would fight."""
-    shipped = {_artifact(j) for j in (pyspark_home() / "jars").glob("*.jar")}
+def _not_in_pyspark(jars: list[Path], spark_jars: Path) -> list[Path]:
+    """Spark already ships Scala, Hadoop, slf4j...: add only what it lacks (its jars in `spark_jars`), or two
+    versions would fight."""
+    shipped = {_artifact(j) for j in spark_jars.glob("*.jar")}
     return [j for j in jars if _artifact(j) not in shipped]
 
 
 def setup_all(quiet: bool = True) -> dict[str, list[Path]]:
-    return {name: resolve(name, quiet) for name in CLASSPATHS}
+    """The project's own sets (an older PySpark line's are fetched when it is prepared: harness.spark.runtimes)."""
+    return {name: resolve(name, quiet) for name in PROJECT_CLASSPATHS}

@@ -72,6 +72,9 @@ BUILT_IN = {"passthrough": "harness.queries.passthrough:query",
             "dedup": "harness.queries.dedup:query",
             "sessions": "harness.queries.sessions:query"}
 ORACLES = ("events", "window_counts", "sessions")
+# a window_counts query's `window` param when the scenario gives none: the query's and its oracle's, here (the
+# contract) rather than in harness.oracles, whose pandas and numpy the query process must not import
+WINDOW_DEFAULT = "10 seconds"
 
 
 class QueryError(ValueError):

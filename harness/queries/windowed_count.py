@@ -17,7 +17,7 @@ to be refused.
 from __future__ import annotations
 
 from harness.text.durations import spark_interval_ms
-from harness.oracles import WINDOW_DEFAULT
+from harness.queries import WINDOW_DEFAULT
 
 DEFAULTS = {"window": WINDOW_DEFAULT, "watermark": "5 seconds", "group_by_partition": False}
 

@@ -27,7 +27,8 @@ FIELDS = {
     "harness": "This harness: `git <describe>` from a checkout (`-dirty` with local edits), `package <version>` "
                "installed.",
     "python": "The Python version that ran the harness (and Spark's Python workers).",
-    "pyspark": "The PySpark version (Spark's own version: its JVM came with it).",
+    "pyspark": "The PySpark version (Spark's own version: its JVM came with it) the query ran on: the project's, or "
+               "the older line spark.pyspark named (harness.spark.runtimes), the harness's own then said beside it.",
     "java": "The first line of `java -version`: the JVM that ran Spark and the broker.",
     "librdkafka (producers)": "The librdkafka the Kafka producers sent with (confluent-kafka's).",
     "kafka broker": "The broker's version where the harness knows it: the embedded broker's, a container's image, "
@@ -73,9 +74,10 @@ def jar_version(directory: Path, artifact: str) -> str | None:
     return None
 
 
-def kafka_versions(backend_info: dict) -> dict[str, str]:
+def kafka_versions(backend_info: dict, spark_kafka: str = SPARK_KAFKA) -> dict[str, str]:
     """The broker's version where the harness knows it (the embedded broker's jars, a container's image) and the
-    Kafka client Spark's connector reads with. Never resolves (downloads) a classpath: only reads one in place."""
+    Kafka client Spark's connector (the artifact set `spark_kafka`) reads with. Never resolves (downloads) a
+    classpath: only reads one in place."""
     if backend_info.get("kind") != "kafka":
         return {}
     out: dict[str, str] = {}
@@ -86,9 +88,9 @@ def kafka_versions(backend_info: dict) -> dict[str, str]:
         out["kafka broker"] = f"image {backend_info.get('image')}"
     elif mode:
         out["kafka broker"] = f"{mode} cluster (its version not asked)"
-    spark_kafka = jar_version(classpath_dir(SPARK_KAFKA), "kafka-clients")
-    if spark_kafka:
-        out["kafka-clients (Spark's connector)"] = spark_kafka
+    clients = jar_version(classpath_dir(spark_kafka), "kafka-clients")
+    if clients:
+        out["kafka-clients (Spark's connector)"] = clients
     return out
 
 
@@ -100,26 +102,30 @@ def cpu_cores() -> str:
     return str(usable) if usable == total else f"{usable} (of {total} on the machine)"
 
 
-def describe(backend_info: dict | None = None) -> dict[str, str]:
-    """The environment of a run about to start (`backend_info`: the backend's describe(), when up)."""
+def describe(backend_info: dict | None = None, runtime: dict | None = None) -> dict[str, str]:
+    """The environment of a run about to start (`backend_info`: the backend's describe(), when up; `runtime`: the
+    older PySpark line its query ran on, as job.json records it, harness.spark.runtimes)."""
     import pyspark
 
     out = {"harness": harness_version(), "python": sys.version.split()[0], "pyspark": pyspark.__version__,
            "java": java_version()}
+    if runtime:
+        out["pyspark"] = (f"{runtime['pyspark']} (spark.pyspark = \"{runtime['line']}\"; the harness's own: "
+                          f"{pyspark.__version__})")
     try:
         import confluent_kafka
 
         out["librdkafka (producers)"] = confluent_kafka.libversion()[0]
     except ImportError:
         pass
-    out.update(kafka_versions(backend_info or {}))
+    out.update(kafka_versions(backend_info or {}, (runtime or {}).get("jar_sets", {}).get(SPARK_KAFKA, SPARK_KAFKA)))
     out.update({"cpu cores": cpu_cores(), "platform": platform.platform()})
     return out
 
 
-def record(run_dir: Path, backend_info: dict | None = None) -> dict[str, str]:
+def record(run_dir: Path, backend_info: dict | None = None, runtime: dict | None = None) -> dict[str, str]:
     """describe() written to the run directory (once the backend is up, so its version is known)."""
-    env = describe(backend_info)
+    env = describe(backend_info, runtime)
     atomic.write_json(run_dir / FILE, env)
     return env
 

@@ -23,6 +23,7 @@ from harness.files.jsonl import read_jsonl
 from harness.jvm import cds
 from harness.jvm.artifacts import resolve
 from harness.files.paths import pyspark_home
+from harness.spark import runtimes
 from harness.supervisor import Child, Supervisor
 
 SOURCE_KEYS = ("format", "options", "normalise", "data_sources")  # SparkSource.as_job()'s keys
@@ -64,11 +65,14 @@ EVENT_LOG_CONF = {
 }
 
 
-def driver_env(loopback: bool = True, python_path: list[str] | None = None) -> dict[str, str]:
-    """The environment a driver process runs in: this interpreter for the driver's and the workers' Python,
-    Spark bound to loopback (`loopback`), the pip-installed PySpark as its own SPARK_HOME, `python_path` first."""
+def driver_env(loopback: bool = True, python_path: list[str] | None = None,
+               python: str | None = None) -> dict[str, str]:
+    """The environment a driver process runs in: this interpreter (or `python`, a runtime's: harness.spark.
+    runtimes) for the driver's and the workers' Python, Spark bound to loopback (`loopback`), the pip-installed
+    PySpark as its own SPARK_HOME, `python_path` first."""
     env = dict(os.environ)
-    env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+    python = python or sys.executable
+    env.update({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python})
     if loopback:
         env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
     env.pop("SPARK_HOME", None)
@@ -100,7 +104,7 @@ class SparkQueryProcess:
                  driver_memory: str = "1g", query_name: str = "query_under_test", query: str = "passthrough",
                  query_params: dict | None = None, python_path: list[str] | None = None, jars: tuple[str, ...] = (),
                  instrumentation: bool = True, instrumentation_off: tuple[str, ...] = (),
-                 py_files: tuple[str, ...] = (), loopback: bool = True):
+                 py_files: tuple[str, ...] = (), loopback: bool = True, runtime: str | None = None):
         """`source` None: the source comes later (`provide_source`), so the driver can start its JVM and build its
         session while the service starts (`start(await_source=True)`); `jars` then names the artifact sets the
         source will need on the driver's classpath, which is fixed when its JVM starts. `instrumentation` False
@@ -109,7 +113,9 @@ class SparkQueryProcess:
         items of INSTRUMENTATION it names (what each one costs). `py_files`: archives the driver ships to its
         executors before anything runs (harness.spark.pyfiles: on a cluster master); the driver then records
         where its executors imported the harness from (spark/shipped_code.jsonl). `loopback` False (a user's
-        cluster, whose executors must reach the driver): the driver binds as Spark chooses, not 127.0.0.1."""
+        cluster, whose executors must reach the driver): the driver binds as Spark chooses, not 127.0.0.1.
+        `runtime`: the PySpark line the driver runs on (harness.spark.runtimes: its virtualenv's interpreter, its
+        builds of the jar sets, no class archive: those are keyed by the project's Spark); None, the project's."""
         off = set(INSTRUMENTATION) if not instrumentation else set(instrumentation_off)
         if off - set(INSTRUMENTATION):
             raise ValueError(f"unknown instrumentation {sorted(off - set(INSTRUMENTATION))}: {INSTRUMENTATION}")
@@ -121,8 +127,11 @@ class SparkQueryProcess:
         self.sink_path = run_dir / "sink"
         self.spark_dir.mkdir(parents=True, exist_ok=True)
         self.control.mkdir(parents=True, exist_ok=True)
-        self.jar_names = tuple(source.jars) if source is not None else tuple(jars)
-        jar_paths = [str(j) for name in self.jar_names for j in resolve(name)]
+        self.jar_names = tuple(source.jars) if source is not None else tuple(jars)  # the project's set names
+        self.runtime = runtime
+        self.python = str(runtimes.prepare(runtime)) if runtime else sys.executable
+        jar_paths = [str(j) for name in self.jar_names
+                     for j in (runtimes.jars(runtime, name) if runtime else resolve(name))]
         full_conf = dict(BASE_CONF)
         self.loopback = loopback
         if not loopback:
@@ -138,7 +147,7 @@ class SparkQueryProcess:
         if jar_paths:
             full_conf["spark.jars"] = ",".join(jar_paths)
         full_conf.update(conf)
-        cds_dump = _with_class_archive(full_conf)
+        cds_dump = _with_class_archive(full_conf) if runtime is None else None
         full_conf.update(secrets.spark_redaction_conf(full_conf))  # Spark's own logs hide them too
         self.job = {
             "run_dir": str(run_dir), "master": master,
@@ -148,11 +157,15 @@ class SparkQueryProcess:
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
             "instrumentation_off": sorted(off), "py_files": [str(p) for p in py_files],
         }
+        if runtime is not None:  # which Spark ran: the run directory says so
+            self.job["runtime"] = runtimes.get(runtime).as_job()
         if cds_dump is not None:  # the driver keeps its JVM's classes as the archive once it exited (harness.jvm.cds)
             self.job["cds_dump"] = str(cds_dump)
         if source is not None:
             self.set_source(source)
         self.python_path = list(python_path or [])  # put first on PYTHONPATH: a user's query module lives there
+        if runtime is not None:  # the runtime's interpreter imports this harness's own code, before anything else
+            self.python_path.insert(0, str(runtimes.harness_source()))
         self.child: Child | None = None
         self.started_at = 0.0  # when start() last launched the driver (its marks are the ones since)
         self.kills = 0
@@ -218,9 +231,9 @@ class SparkQueryProcess:
             (self.control / stale).unlink(missing_ok=True)
         self.status_path.unlink(missing_ok=True)
         secrets.ensure_key()  # the key a secret handed over later is sealed with (provide_source)
-        env = self._child_env = driver_env(self.loopback, self.python_path)
+        env = self._child_env = driver_env(self.loopback, self.python_path, self.python)
         self.started_at = time.time()  # this start's marks are the ones from now on
-        self.child = self.supervisor.spawn("spark-query", [sys.executable, "-m", "harness.spark.query", str(job_path)],
+        self.child = self.supervisor.spawn("spark-query", [self.python, "-m", "harness.spark.query", str(job_path)],
                                            log_path=self.spark_dir / "driver.log", env=env, cwd=self.spark_dir)
 
     def wait_session_ready(self, timeout: float) -> bool:

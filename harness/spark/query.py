@@ -163,10 +163,7 @@ def error_text(exc, query=None) -> str:
     for _ in range(20):
         if cause is None:
             break
-        try:
-            condition = cause.getCondition()
-        except Exception:  # noqa: BLE001 - not a SparkThrowable (or the JVM is gone)
-            condition = None
+        condition = _condition(cause)
         if condition and condition not in conditions:
             conditions.append(condition)
         try:
@@ -175,6 +172,17 @@ def error_text(exc, query=None) -> str:
             break
     text = str(exc)
     return "".join(f"[{c}] " for c in reversed(conditions) if f"[{c}]" not in text) + text
+
+
+def _condition(cause) -> str | None:
+    """A JVM throwable's Spark error condition: getCondition (Spark 4), getErrorClass on Spark 3.5 (a query run on
+    an older PySpark line, harness.spark.runtimes); None for one that is not a SparkThrowable (or a gone JVM)."""
+    for method in ("getCondition", "getErrorClass"):
+        try:
+            return getattr(cause, method)()
+        except Exception:  # noqa: BLE001 - no such method here (py4j says so only when called), or no JVM
+            continue
+    return None
 
 
 def run(job_path: Path) -> int:
@@ -188,6 +196,7 @@ def run(job_path: Path) -> int:
     spark = build_session(job, run_dir)
     spark.sparkContext.setLogLevel(job.get("log_level", "WARN"))
     _mark(run_dir, "session_ready")
+    _say_which_spark(spark)
     probe = ship_code(spark, job["py_files"], run_dir) if job.get("py_files") else None
     off = instrumentation_off(job)
     recorder = None
@@ -209,6 +218,15 @@ def run(job_path: Path) -> int:
         spark.stop()
         if classpath is not None:
             keep_class_archive(Path(job["cds_dump"]), classpath)
+
+
+def _say_which_spark(spark) -> None:
+    """One line in driver.log naming the Spark and the Python that run the query: with spark.pyspark an older
+    line's (harness.spark.runtimes), which the log then shows, not only the job that asked for it."""
+    import pyspark
+
+    print(f"harness: the query runs on Spark {spark.version} (pyspark {pyspark.__version__} in "
+          f"{Path(pyspark.__file__).parent}), Python {sys.version.split()[0]} ({sys.executable})", flush=True)
 
 
 def _jvm_classpath(spark) -> str | None:

@@ -61,6 +61,21 @@ def stores(metadata_rows: list[dict]) -> list[tuple[int, str, dict]]:
     return out
 
 
+def stores_on_disk(checkpoint: Path) -> list[dict]:
+    """The state-metadata rows of a checkpoint that has no operator metadata (`state/<op>/_metadata`, which Spark
+    3.5 does not write: a query run on that line, harness.spark.runtimes): one per operator directory, for its
+    default store, or for each named store its partition directories hold (a stream-stream join's)."""
+    state = checkpoint / "state"
+    rows = []
+    for op in sorted((p for p in state.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)) \
+            if state.is_dir() else []:
+        first = op / "0"
+        named = sorted(d.name for d in first.iterdir() if d.is_dir() and d.name != "_metadata") \
+            if first.is_dir() else []
+        rows += [{"operatorId": int(op.name), "stateStoreName": name} for name in named or ["default"]]
+    return rows
+
+
 def dump(checkpoint: Path, out_dir: Path) -> dict:
     from pyspark.sql import SparkSession, functions as F
 
@@ -81,6 +96,8 @@ def dump(checkpoint: Path, out_dir: Path) -> dict:
     try:
         spark.sparkContext.setLogLevel("WARN")
         rows = [r.asDict() for r in spark.read.format("state-metadata").load(str(checkpoint)).collect()]
+        if not rows and (rows := stores_on_disk(checkpoint)):  # written by Spark 3.5: no operator metadata
+            meta["operators_from"] = "the checkpoint's state directories (no operator metadata)"
         meta["operators"] = rows
         meta["metadata_s"] = round(time.time() - started - meta["jvm_up_s"], 3)
         for op, label, options in stores(rows):

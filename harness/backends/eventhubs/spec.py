@@ -33,7 +33,7 @@ _PLACEHOLDER = "Endpoint=sb://validation.invalid/;SharedAccessKeyName=k;SharedAc
 
 
 _AMQP = {"sender": "harness.backends.eventhubs.sender:EventHubsSender", "batch_cap_option": "maxEventsPerTrigger",
-         "batch_cap_exact": True, "placement": "eventhubs", "spark_jars": (),
+         "batch_cap_exact": True, "placement": "eventhubs", "spark_jars": (), "python_data_source": True,
          # the SDK encodes AMQP in pure Python: its own cost per event is a floor (harness.records.calibration)
          "producer_client_floor": "azure-eventhub"}
 # through the Kafka endpoint: the Kafka backend's producer, key placement (librdkafka's murmur2, the client picks
@@ -61,6 +61,7 @@ class EventHubsSpec(BackendSpec):
     batch_cap_exact = property(lambda self: self._by_protocol["batch_cap_exact"])  # type: ignore[assignment]
     placement = property(lambda self: self._by_protocol["placement"])  # type: ignore[assignment]
     spark_jars = property(lambda self: self._by_protocol["spark_jars"])  # type: ignore[assignment]
+    python_data_source = property(lambda self: self._by_protocol["python_data_source"])  # type: ignore[assignment]
     producer_client_floor = property(  # type: ignore[assignment]
         lambda self: self._by_protocol["producer_client_floor"])
 
