@@ -30,7 +30,8 @@ from harness.text.suggest import did_you_mean, quote
 from harness.settings import check_setting_names
 from harness.sinks import DEFAULT_KIND as DEFAULT_SINK, KINDS as SINKS, refusal as sink_refusal, sink_part
 from harness.spark.realtime import refusal as realtime_refusal
-from harness.spark.runtimes import LINES as PYSPARK_LINES, RUNTIMES, refusal as runtime_refusal, spark_refusal
+from harness.spark.runtimes import (LINES as PYSPARK_LINES, RUNTIMES, project_line, refusal as runtime_refusal,
+                                    spark_refusal)
 from harness.producers.rates import make_rate
 from harness.producers.spec import KeysSpec, PayloadSpec, RateSpec, ReplayRate, error_message, field_path
 
@@ -213,7 +214,8 @@ class SparkSpec(Strict):
     pyspark: Literal[PYSPARK_LINES] | None = Field(None, description=(  # type: ignore[valid-type]
         "the PySpark line the query process runs, " + " or ".join(
             f"\"{r.line}\" (pyspark {r.pyspark})" for r in RUNTIMES.values())
-        + ", in a virtualenv of its own made once in the cache (harness.spark.runtimes); unset: the project's"))
+        + ", in a virtualenv of its own made once in the cache (harness.spark.runtimes); unset, or the project's "
+          "own line (\"4.3\"): the project's"))
 
     @field_validator("pyspark", mode="before")
     @classmethod
@@ -222,10 +224,12 @@ class SparkSpec(Strict):
         is named with the lines that are."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(float(value))
+        if value is not None and value == project_line():  # the project's own (a change back to it)
+            return None
         if value is not None and value not in PYSPARK_LINES:
             raise ValueError("not a PySpark line the harness runs the query on; allowed: "
-                             f"{', '.join(repr(v) for v in PYSPARK_LINES)} (a string), or leave it out for the "
-                             "project's own")
+                             f"{', '.join(repr(v) for v in PYSPARK_LINES)} (a string), or {project_line()!r} or "
+                             "leave it out for the project's own")
         return value
 
     @field_validator("driver_memory")

@@ -241,12 +241,16 @@ def start_backend(ctx: RunContext) -> None:
 
 def prepare_runtime(ctx: RunContext) -> None:
     """spark.pyspark's line made ready (its virtualenv and its builds of the source's jars: minutes the first
-    time, harness.spark.runtimes) before the run starts: no driver, service or start-up deadline waits on pip."""
-    line = ctx.scenario.spark.pyspark
-    if line is None:
-        return
-    python = runtimes.prepare(line, ctx.console, jar_sets=tuple(ctx.scenario.backend.spark_jars))
-    ctx.console.info(f"the query runs on PySpark {runtimes.get(line).pyspark} (spark.pyspark = \"{line}\"): {python}")
+    time, harness.spark.runtimes) before the run starts: no driver, service or start-up deadline waits on pip.
+    So is the line a change rolls out (harness.faults.change: a Spark upgrade or downgrade)."""
+    phases = [ctx.scenario] + [after for f in ctx.scenario.faults if (after := fault_for(f).successor(ctx.scenario))]
+    for i, phase in enumerate(phases):
+        line = phase.spark.pyspark
+        if line is None:
+            continue
+        python = runtimes.prepare(line, ctx.console, jar_sets=tuple(phase.backend.spark_jars))
+        ctx.console.info(f"the query runs on PySpark {runtimes.get(line).pyspark} (spark.pyspark = {line!r}"
+                         + (", after a change" if i else "") + f"): {python}")
 
 
 def _prepare_producers(ctx: RunContext) -> None:

@@ -2,9 +2,9 @@
 
 A row: the change; restarted, or the error class Spark refused it with; exactly-once held across the change (the
 run's delivery checks: no loss, no duplicates beyond what the sink declares, or the query's own oracle); the state
-carried (the final state key by key against the history's, for a stateful query); the settings in force after
-the restart (requested against what Spark ran with, and where that was read); the run's verdict, i.e. whether
-what the change declares held; and Spark's documented rule for the change beside what happened. A row whose
+carried (the state at the change and the final state, key by key against the history's, for a stateful query);
+the settings in force after the restart (requested against what Spark ran with, and where that was read); the
+run's verdict, i.e. whether what the change declares held; and Spark's documented rule for the change beside what happened. A row whose
 outcome differs from the rule is a **finding** and is listed first:
 - `allowed`: the change must restart, be in force, keep exactly-once and carry the state;
 - `not_allowed`: Spark documents the change as not allowed; a restart that went on anyway (taking the change, or
@@ -51,8 +51,18 @@ def exactly_once(result: dict) -> str:
 
 
 def state_carried(result: dict) -> str:
-    status = _status(result, ("state_matches",))
-    return {"pass": "carried", "fail": "not carried", "unknown": "unknown"}.get(status or "", "-")
+    """The state at the change (`change_state`: what phase A committed last) and at the end (`state_matches`),
+    each key by key against the history's."""
+    at, end = _status(result, ("change_state",)), _status(result, ("state_matches",))
+    if at is None and end is None:
+        return "-"
+    if "fail" in (at, end):
+        return "wrong at the change" if at == "fail" else "not carried"
+    if end == "pass" and at in ("pass", None):  # the final state right: what spans the change was carried
+        return "carried"
+    if at == "pass" and end is None:
+        return "right at the change"
+    return "unknown"
 
 
 def settings_text(change: dict) -> str:
@@ -73,7 +83,7 @@ def settings_text(change: dict) -> str:
 def finding(rule: str | None, restarted: bool, eo: str, state: str, change: dict) -> str | None:
     """How what happened differs from Spark's documented rule (None: as documented)."""
     broken = [w for w, bad in (("exactly-once broken", eo.startswith("broken")),
-                               ("state not carried", state == "not carried")) if bad]
+                               (f"state {state}", state in ("not carried", "wrong at the change"))) if bad]
     not_taken = [s["setting"] for s in change.get("settings") or [] if s["taken"] is False]
     if rule == "not_allowed":
         if restarted:

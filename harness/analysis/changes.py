@@ -71,6 +71,7 @@ def measure_change(run_dir: Path, record: dict, progress: list[dict], marks: lis
         "spark": [before_marks[-1].get("spark") if before_marks else None,
                   after_marks[-1].get("spark") if after_marks else None],
         "settings": settings_in_force(run_dir, changed, was, first_new, after, record),
+        "state_read_at": detail.get("inject_state_read_at"),  # the batch whose state was read at the change
     }
 
 

@@ -25,6 +25,7 @@ from harness.analysis.changes import measure_changes
 from harness.analysis.figures import Drawn, fill_figures
 from harness.analysis.runview import RunView, Unjudgeable, read_faults, read_run, reading, rows_are_events
 from harness.analysis.state import read_state
+from harness.faults.change import state_dir_at
 from harness.config import Scenario
 from harness.records.history import torn_tail
 from harness.files.jsonl import read_jsonl, unreadable_in
@@ -35,6 +36,7 @@ from harness.records.result import RunResult
 from harness.records.runstate import RunState
 from harness.sinks import EVENT_COLUMNS, sink_part
 from harness.sinks.parquet.files import missing_files
+from harness.spark import checkpoint as ckpt
 from harness.spark.state_reader import STATE_ORACLES
 
 
@@ -101,7 +103,28 @@ def read_judged_outputs(view: RunView) -> None:
         view.oracle_outcome = oracle_outcome(view, acks)
     if wants_state:
         view.state_read = read_state(run_dir, oracle, dict(view.scenario.spark.query_params),
-                                     lambda: acks if acks is not None else acked_frame(view))
+                                     lambda meta: acks if acks is not None else acked_frame(view))
+    for change in view.changes if oracle in STATE_ORACLES else []:  # judged also when phase B was refused
+        if change.get("state_read_at") is not None:
+            change["state"] = state_at_change(view, int(change["state_read_at"]), acks)
+
+
+def state_at_change(view: RunView, batch: int, acks: pd.DataFrame | None) -> dict:
+    """The state read at a change (harness.faults.change: what phase A committed last) against the state the
+    history implies for the events that batch had read: those below its end offsets in the offset log."""
+    ends = {int(p): o for p, o in ckpt.offset_log_entry(view.run_dir / "checkpoint" / "offsets" / str(batch))
+            .get(view.scenario.stream.name, {}).items()}
+
+    def read_by_then(meta: dict) -> pd.DataFrame:
+        frame = acks if acks is not None else acked_frame(view)
+        limit = frame["partition"].map(ends).fillna(-1)
+        return frame[frame["offset"] < limit]
+
+    read = read_state(view.run_dir, view.query_def.oracle, dict(view.scenario.spark.query_params), read_by_then,
+                      state_dir=state_dir_at(batch))
+    outcome = read.get("outcome") or {}
+    return {"batch": batch, "status": read["status"], "ok": outcome.get("ok") if outcome else None,
+            "summary": outcome.get("summary") or read.get("detail"), "problems": outcome.get("problems", [])}
 
 
 def acked_frame(view: RunView) -> pd.DataFrame:

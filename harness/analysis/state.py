@@ -26,13 +26,16 @@ from harness.oracles import (expected_sessions, producer_job, session_gap_ms, sp
 STATE_DIR = "state"
 
 
-def read_meta(run_dir: Path) -> dict:
-    """state/meta.json; ValueError saying why the state cannot be judged when it is missing or records an error."""
-    path = Path(run_dir) / STATE_DIR / "meta.json"
+def read_meta(run_dir: Path, state_dir: str = STATE_DIR) -> dict:
+    """state/meta.json (or another state read's, `state_dir`: the state at a change, harness.faults.change);
+    ValueError saying why the state cannot be judged when it is missing or records an error. The meta keeps the
+    directory it came from, where its stores are read."""
+    path = Path(run_dir) / state_dir / "meta.json"
     if not path.exists():
         raise ValueError(f"{path} not written (the state reader did not run or did not finish: see "
                          "spark/state-reader.log)")
     meta = json.loads(path.read_text(encoding="utf-8"))
+    meta["dir"] = state_dir
     if meta.get("error"):
         raise ValueError(f"the state reader failed: {meta['error'][:500]}")
     return meta
@@ -42,9 +45,9 @@ def store(run_dir: Path, meta: dict, label: str) -> pd.DataFrame:
     """One store's rows with each JSON column parsed (a dict per cell, the column's own value)."""
     entry = next((s for s in meta.get("stores", []) if s["store"] == label), None)
     if entry is None:
-        raise ValueError(f"no store {label!r} in {STATE_DIR}/meta.json (stores: "
+        raise ValueError(f"no store {label!r} in {meta.get('dir', STATE_DIR)}/meta.json (stores: "
                          f"{[s['store'] for s in meta.get('stores', [])]})")
-    frame = pd.read_parquet(Path(run_dir) / STATE_DIR / entry["file"])
+    frame = pd.read_parquet(Path(run_dir) / meta.get("dir", STATE_DIR) / entry["file"])
     for col in frame.columns:
         if col != "partition_id":
             frame[col] = [json.loads(v)[col] if isinstance(v, str) else None for v in frame[col]]
@@ -144,20 +147,25 @@ def session_state(run_dir: Path, meta: dict, acks: pd.DataFrame, gap_ms: int) ->
                        + (" and timers" if timers_found is not None else "") + f" checked), {len(expected)} expected"}
 
 
-def read_state(run_dir: Path, oracle: str, params: dict, acked) -> dict:
+def read_state(run_dir: Path, oracle: str, params: dict, acked, state_dir: str = STATE_DIR) -> dict:
     """The query's final state against the one its oracle implies, for the `state_matches` check: `{"status":
     "compared", "outcome": ..., "meta": ...}`, or `{"status": "not_required" | "unknown", "detail": why}`.
-    `acked`: a function returning the acked events (read only when the state is there to compare)."""
+    `acked`: a function returning the acked events (read only when the state is there to compare); with
+    `state_dir`, another state read (the state at a change: the acked events it is compared with are then the
+    ones its batch had read)."""
+    if state_dir != STATE_DIR and not (Path(run_dir) / state_dir).exists():
+        return {"status": "unknown", "detail": f"unknown: {state_dir}/ was not written (the state reader did not "
+                                               "run: see spark/state-reader-*.log)"}
     if not (Path(run_dir) / STATE_DIR).exists() and not any(
             e.get("event", "").startswith("state_read") for e in read_jsonl(Path(run_dir) / "timeline.jsonl")):
         return {"status": "not_required", "detail": "not required: the run was recorded by a harness without the "
                 "state reader (no state_read on its timeline, no state/): its state was never read"}
     try:
-        meta = read_meta(run_dir)
+        meta = read_meta(run_dir, state_dir)
     except (OSError, ValueError) as exc:
         return {"status": "unknown", "detail": f"unknown: {exc}"}
     try:
-        acks = acked()
+        acks = acked(meta)
         if oracle == "window_counts":
             outcome = window_state(run_dir, meta, acks, window_ms(params))
         else:

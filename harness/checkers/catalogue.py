@@ -59,7 +59,7 @@ def check_names(scenario: Scenario) -> list[str]:
     if any(FAULTS[kind].takes_query_down for kind in kinds):
         names.append("query_recovered")
     if "change" in kinds:  # harness.checkers.changes
-        names += ["change_restarted", "change_in_force"]
+        names += ["change_restarted", "change_in_force"] + (["change_state"] if state_checks(scenario) else [])
     cap = (getattr(scenario.backend, "batch_cap_option", None) or "").lower()  # a backend may have no cap option
     if cap and scenario.spark.trigger.kind != "once" and any(k.lower() == cap for k in scenario.spark.source_options):
         names.append("batch_cap")

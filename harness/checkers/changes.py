@@ -55,3 +55,16 @@ def change_in_force(run: RunView) -> list[Check]:
 
 def _declared(change: dict) -> str:
     return "in force" if change["in_force_expected"] else "kept by the checkpoint"
+
+
+def change_state(run: RunView) -> list[Check]:
+    """The state phase A committed last, read at the change, equal key by key to what the history implies for
+    the events that batch had read (the final state is `state_matches`'s): together, the state before the change
+    and after it. Unknown when the read could not be compared."""
+    reads = [c for c in run.changes if c.get("state")]
+    if not reads:
+        return []
+    ok = [c["state"]["ok"] for c in reads]
+    detail = "; ".join(f"change #{c['n']} at batch {c['state']['batch']}: {c['state']['summary']}"
+                       + (": " + "; ".join(c["state"]["problems"]) if c["state"]["problems"] else "") for c in reads)
+    return [Check("change_state", None if None in ok else all(ok), detail)]

@@ -29,6 +29,7 @@ from pydantic import Field, field_validator
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
 from harness.faults.driver_kill import act_when, batch_in_flight, needs_running_query, rewritable, wait_running
+from harness.spark.state_reader import finish_reading, start_reading, wants_state
 from harness.text.nesting import dotted
 
 # [spark] keys a change may set: the query and what Spark is told. Not the harness's own (timeouts), nor where it
@@ -189,6 +190,7 @@ class Change(Fault):
         after_stop = {"offset_log_last": (ctx.offset_log() or [None])[-1],
                       "commit_log_last": (ctx.commit_log() or [None])[-1],
                       "committed": {str(p): o for p, o in sorted(ctx.committed_offsets().items())}}
+        state_at = self._read_state(ctx, after_stop["commit_log_last"])
         changed = changed_settings(ctx.scenario, after)
         old = {"conf": ctx.scenario.spark_conf(), "source_options": ctx.scenario.source_options()}
         was = {section: {k: old[section].get(k) for k in changed[section]} for section in old if section in changed}
@@ -196,7 +198,28 @@ class Change(Fault):
                 "stop": self.options.stop,
                 "batch_cut": batch, "before": before, "at_stop": after_stop, "exit_code": code,
                 "phase_a_started_at": status.get("at"), "rule": self.options.rule,
-                "refused_with": self.options.refused_with, "in_force": self.options.in_force}
+                "refused_with": self.options.refused_with, "in_force": self.options.in_force,
+                "state_read_at": state_at}
+
+    def _read_state(self, ctx, batch: int | None) -> int | None:
+        """For a query whose oracle implies its state: the state phase A committed last, read from the
+        checkpoint into `state-at-batch-<batch>/` while phase B starts (a committed version's files stay as they
+        are), so the state is judged key by key at the change as well as at the end (harness.analysis.changes).
+        The batch read, or None."""
+        if batch is None or not wants_state(ctx.scenario.spark.query):
+            return None
+        self._reader = start_reading(ctx, state_dir_at(batch), batch)
+        return batch
+
+    def heal(self, ctx) -> dict:
+        """The state read at the change finished (bounded), before the run is judged."""
+        reader, self._reader = getattr(self, "_reader", None), None
+        return {} if reader is None else {"state_read_exit": finish_reading(ctx, reader)}
+
+
+def state_dir_at(batch: int) -> str:
+    """Where the state a change read at `batch` lies in the run directory."""
+    return f"state-at-batch-{batch}"
 
 
 def resuming(ctx, after):

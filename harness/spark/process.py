@@ -325,6 +325,7 @@ class SparkQueryProcess:
             finally:
                 new = successor()
                 self.job, self.jar_names, self.python_path = new.job, new.jar_names, new.python_path
+                self.runtime, self.python = new.runtime, new.python  # another Spark (an upgrade, a downgrade)
             return code
 
     def watch(self, timeline=None) -> str:

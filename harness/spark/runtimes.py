@@ -87,6 +87,17 @@ QUERIES_FROM = {"sessions": (TRANSFORM_WITH_STATE_FROM, "sessions is a transform
                                                         "(Spark 4.0+)")}
 
 
+def project_line() -> str:
+    """The project's own PySpark line ("4.3"), from the installed distribution's version (not imported: a
+    quarter second of CPU): what `spark.pyspark` names to mean the project's (a change back to it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return ".".join(version("pyspark").split(".")[:2])
+    except PackageNotFoundError:
+        return ""
+
+
 def get(line: str) -> Runtime:
     try:
         return RUNTIMES[line]

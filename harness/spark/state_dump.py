@@ -1,5 +1,6 @@
 """The query's final state read where it lives, the checkpoint, with Spark's own state data source: run as a small
-PySpark process once the query has stopped (`python -m harness.spark.state_dump <checkpoint> <out_dir>`).
+PySpark process once the query has stopped (`python -m harness.spark.state_dump <checkpoint> <out_dir> [batch]`;
+a batch given: the state that batch committed, read while the query runs on, as at a change: harness.faults.change).
 
 Why a process of its own and files: reading state needs a Spark session (`format("state-metadata")` lists the
 stateful operators and their batch range, `format("statestore")` reads an operator's store at a batch), and
@@ -76,7 +77,8 @@ def stores_on_disk(checkpoint: Path) -> list[dict]:
     return rows
 
 
-def dump(checkpoint: Path, out_dir: Path) -> dict:
+def dump(checkpoint: Path, out_dir: Path, batch: int | None = None) -> dict:
+    """The state at `batch` (default: the checkpoint's last commit)."""
     from pyspark.sql import SparkSession, functions as F
 
     started = time.time()
@@ -84,7 +86,9 @@ def dump(checkpoint: Path, out_dir: Path) -> dict:
     commits = batch_ids(checkpoint / "commits")
     if not commits:
         raise ValueError(f"{checkpoint}/commits is empty: no batch was committed, there is no state to read")
-    batch = commits[-1]
+    if batch is not None and batch not in commits:
+        raise ValueError(f"batch {batch} is not in {checkpoint}/commits: its state was never committed")
+    batch = commits[-1] if batch is None else batch
     meta.update(batch_id=batch, batch_watermark_ms=batch_watermark_ms(checkpoint, batch))
     builder = SparkSession.builder.master("local[2]").appName("harness-state-reader")
     # its own class archive (harness.jvm.cds): the JVM's start is most of this phase's time
@@ -122,10 +126,11 @@ def dump(checkpoint: Path, out_dir: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    """`<checkpoint> <out_dir> [batch]`"""
     checkpoint, out_dir = Path(argv[0]), Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        meta = dump(checkpoint, out_dir)
+        meta = dump(checkpoint, out_dir, int(argv[2]) if len(argv) > 2 else None)
     except Exception as exc:  # noqa: BLE001 - written down: the state check says unknown, and why
         atomic.write_json(out_dir / META, {"error": f"{type(exc).__name__}: {exc}"[:4000]})
         return 1

@@ -27,25 +27,38 @@ def wants_state(query: str) -> bool:
         return False
 
 
-def read_state(ctx) -> None:
-    """Phase: the state reader process, supervised like every child; its log is spark/state-reader.log."""
-    if not wants_state(ctx.scenario.spark.query) or not ctx.state.drained:
-        return
+def start_reading(ctx, out_dir: str = "state", batch: int | None = None):
+    """The state reader process on the run's checkpoint (the state `batch` committed, default its last commit)
+    into `out_dir` of the run directory, supervised like every child, its log spark/<out_dir>-reader.log; its
+    Child, running."""
     env = dict(os.environ)
     env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                 "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"})
     env.pop("SPARK_HOME", None)
-    out = ctx.run_dir / "state"
+    log = "state-reader.log" if out_dir == "state" else f"{out_dir}-reader.log"
+    return ctx.supervisor.spawn("state-reader", [sys.executable, "-m", "harness.spark.state_dump",
+                                                 str(ctx.run_dir / "checkpoint"), str(ctx.run_dir / out_dir),
+                                                 *([] if batch is None else [str(batch)])],
+                                log_path=ctx.run_dir / "spark" / log, env=env)
+
+
+def finish_reading(ctx, child, timeout_s: float = TIMEOUT_S) -> int | None:
+    """Wait for a state reader (bounded), then stop what is left of it; its exit code (None: stopped)."""
+    try:
+        child.proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:  # stopped below; no meta.json: the state check says unknown
+        ctx.console.warn(f"the state reader did not finish within {timeout_s:g} s; stopped")
+    finally:
+        ctx.supervisor.stop(child, timeout=5.0)  # no-op when it exited; its group swept either way
+    return child.proc.returncode
+
+
+def read_state(ctx) -> None:
+    """Phase: the final state read by the state reader process; its log is spark/state-reader.log."""
+    if not wants_state(ctx.scenario.spark.query) or not ctx.state.drained:
+        return
     started = time.time()
     ctx.timeline.add("state_read_started")  # the judge tells a reader that failed from a run without one
     with ctx.console.step("reading the final state from the checkpoint"):
-        child = ctx.supervisor.spawn("state-reader", [sys.executable, "-m", "harness.spark.state_dump",
-                                                      str(ctx.run_dir / "checkpoint"), str(out)],
-                                     log_path=ctx.run_dir / "spark" / "state-reader.log", env=env)
-        try:
-            child.proc.wait(TIMEOUT_S)
-        except subprocess.TimeoutExpired:  # stopped below; no state/meta.json: the state check says unknown
-            ctx.console.warn(f"the state reader did not finish within {TIMEOUT_S:g} s; stopped")
-        finally:
-            ctx.supervisor.stop(child, timeout=5.0)  # no-op when it exited; its group swept either way
-    ctx.timeline.add("state_read", exit=child.proc.returncode, took_s=round(time.time() - started, 3))
+        code = finish_reading(ctx, start_reading(ctx))
+    ctx.timeline.add("state_read", exit=code, took_s=round(time.time() - started, 3))

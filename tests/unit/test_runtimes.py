@@ -47,10 +47,19 @@ def test_a_line_given_quoted_or_as_toml_reads_it_is_the_same_line(tmp_path, give
     assert load(tmp_path, overrides=[f"spark.pyspark={given}"]).spark.pyspark == given.strip('"')
 
 
-@pytest.mark.parametrize("given", ["3.4", '"4.3"', '"4"', "3"])
+@pytest.mark.parametrize("given", ["3.4", '"4.2"', '"4"', "3"])
 def test_a_line_not_offered_names_the_field_and_the_lines(tmp_path, given):
     msg = refused(tmp_path, [f"spark.pyspark={given}"])
-    assert "spark.pyspark" in msg and "allowed: '3.5', '4.0'" in msg, msg
+    assert "spark.pyspark" in msg and "allowed: '3.5', '4.0'" in msg and "or '4.3'" in msg, msg
+
+
+@pytest.mark.parametrize("given", ['"4.3"', "4.3"])
+def test_the_projects_own_line_is_the_project(tmp_path, given):
+    """A change back to the project's Spark (harness.faults.change) names its line: the same as unset."""
+    from importlib.metadata import version
+
+    assert version("pyspark").startswith("4.3.")  # what the project installs (constraints.txt)
+    assert load(tmp_path, overrides=[f"spark.pyspark={given}"]).spark.pyspark is None
 
 
 @pytest.mark.parametrize("line", LINES)

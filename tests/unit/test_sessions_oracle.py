@@ -201,7 +201,7 @@ def view(tmp_path, oracle="sessions", failed=False, timeline=()):
 
     from harness.analysis.state import read_state
 
-    def no_acks():
+    def no_acks(meta):
         raise AssertionError("the history is read only when there is a state to compare")
 
     (tmp_path / "timeline.jsonl").write_text("".join(json.dumps({"event": e}) + "\n" for e in timeline))
