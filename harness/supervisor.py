@@ -3,7 +3,10 @@
 Three layers, because any one alone leaks in some case:
 - each child gets its own process group (its JVMs and workers join it), and stopping kills the whole group;
 - each child asks the kernel for SIGKILL when the harness dies (PR_SET_PDEATHSIG), which covers `kill -9` and
-  crashes where no Python cleanup runs;
+  crashes where no Python cleanup runs. The kernel's "parent" there is the *thread* that forked: a child started
+  from a thread that ends (the nemesis, once its schedule is done) would be killed with it. So a child asked for
+  from any thread but the main one is forked by the supervisor's own spawner thread, which lives as long as the
+  process;
 - `atexit` and the SIGINT/SIGTERM handlers installed by `Supervisor.__enter__` stop everything on the way out.
 Every child also carries HARNESS_RUN_ID in its environment so tests (and users) can find strays.
 """
@@ -16,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, IO, Sequence
@@ -29,6 +33,20 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except OSError:
         pass
+
+
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The one thread children are forked from when asked for outside the main thread: it never ends before the
+    process does, so PR_SET_PDEATHSIG fires when the harness dies and not when the asking thread does."""
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-spawner")
+        return _SPAWNER
 
 
 @dataclass
@@ -72,8 +90,11 @@ class Supervisor:
             stdout = stderr = log
         else:
             stdout = stderr = subprocess.DEVNULL
-        proc = subprocess.Popen(list(argv), stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=full_env,
-                                cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+        def popen() -> subprocess.Popen:
+            return subprocess.Popen(list(argv), stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=full_env,
+                                    cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+
+        proc = popen() if threading.current_thread() is threading.main_thread() else _spawner().submit(popen).result()
         child = Child(name, proc, log_path, stop_signal, log)
         with self._lock:
             self.children.append(child)
