@@ -659,20 +659,20 @@ def _seconds(times: list[float]) -> str:
 
 
 # -- loading ---------------------------------------------------------------------------------------------------
-def scenario_path(name_or_path: str) -> Path:
-    """A name from scenarios/ or a path to a .toml file."""
+def scenario_path(name_or_path: str, directory: Path = SCENARIOS_DIR, what: str = "scenario") -> Path:
+    """A name from `directory` (scenarios/; a rehearsal's: scenarios/rehearsals/) or a path to a .toml file."""
     p = Path(name_or_path)
     try:
         if p.suffix == ".toml" or p.exists():
             if not p.is_file():
-                raise ConfigError(f"{p}: no such scenario file")
+                raise ConfigError(f"{p}: no such {what} file")
             return p
     except OSError as exc:  # a directory on the way that may not be entered
         raise ConfigError(f"{p}: cannot be read ({exc.strerror or exc})") from None
-    candidate = SCENARIOS_DIR / f"{name_or_path}.toml"
+    candidate = directory / f"{name_or_path}.toml"
     if not candidate.is_file():
-        names = sorted(x.stem for x in SCENARIOS_DIR.glob("*.toml"))
-        raise ConfigError(f"no scenario named {quote(name_or_path)}{did_you_mean(name_or_path, names)} known: "
+        names = sorted(x.stem for x in directory.glob("*.toml"))
+        raise ConfigError(f"no {what} named {quote(name_or_path)}{did_you_mean(name_or_path, names)} known: "
                           f"{', '.join(names)} (or give a path to a .toml file)")
     return candidate
 

@@ -25,13 +25,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness import runner
-from harness.config import ConfigError, Scenario, format_errors, load_scenario, read_toml
+from harness.config import ConfigError, Scenario, format_errors, load_scenario, read_toml, scenario_path
 from harness.files.paths import SCENARIOS_DIR
 from harness.console import Console
 from harness.faults.change import ChangeOptions
 from harness.files import atomic, outdir
 from harness.reports.rehearsal import row_of, write_rehearsal_reports
-from harness.text.suggest import did_you_mean, quote
 
 REHEARSALS_DIR = SCENARIOS_DIR / "rehearsals"
 
@@ -73,17 +72,7 @@ class Rehearsal(BaseModel):
 
 def rehearsal_path(name_or_path: str) -> Path:
     """A name from scenarios/rehearsals/ or a path to a .toml file."""
-    path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such rehearsal file")
-        return path
-    candidate = REHEARSALS_DIR / f"{name_or_path}.toml"
-    if not candidate.is_file():
-        names = sorted(x.stem for x in REHEARSALS_DIR.glob("*.toml"))
-        raise ConfigError(f"no rehearsal named {quote(name_or_path)}{did_you_mean(name_or_path, names)} known: "
-                          f"{', '.join(names)} (or give a path to a .toml file)")
-    return candidate
+    return scenario_path(name_or_path, REHEARSALS_DIR, "rehearsal")
 
 
 def load_rehearsal(path: Path) -> Rehearsal:

@@ -10,7 +10,7 @@ from harness.config import ConfigError, load_scenario
 from harness.faults.change import Change, ChangeOptions, changed_settings, describe, successor_spark
 
 ROOT = Path(__file__).resolve().parents[2]
-WINDOWED = str(ROOT / "scenarios" / "rehearsals" / "base-windowed.toml")
+WINDOWED = str(ROOT / "scenarios" / "rehearsals" / "bases" / "windowed.toml")
 
 
 def with_change(**spark_and_options):

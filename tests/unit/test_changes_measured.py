@@ -93,7 +93,7 @@ def test_changelog_checkpointing_is_read_from_the_state_files_written_after_the_
 def view(changes):
     from tests.unit.test_checkers_literal import view as literal
 
-    return literal(str(Path(__file__).resolve().parents[2] / "scenarios" / "rehearsals" / "base-windowed.toml"),
+    return literal(str(Path(__file__).resolve().parents[2] / "scenarios" / "rehearsals" / "bases" / "windowed.toml"),
                    changes=changes)
 
 
@@ -166,7 +166,7 @@ def test_a_rehearsal_row_from_a_result_and_its_table_lists_findings_first(tmp_pa
 
 def test_a_rehearsal_file_is_refused_naming_the_change(tmp_path):
     path = tmp_path / "r.toml"
-    base = Path(__file__).resolve().parents[2] / "scenarios" / "rehearsals" / "base-windowed.toml"
+    base = Path(__file__).resolve().parents[2] / "scenarios" / "rehearsals" / "bases" / "windowed.toml"
     path.write_text(f'name = "r"\nbase = "{base}"\n[[changes]]\nname = "a"\nspark = {{ master = "local[1]" }}\n')
     with pytest.raises(ConfigError, match=r"r\.toml: changes\.0 \(a\).*spark\.master is not something"):
         build(load_rehearsal(path), path)
@@ -197,7 +197,7 @@ def test_each_batch_is_held_to_the_cap_in_force_when_it_ran():
     from harness.config import load_scenario
 
     scenario = load_scenario(str(Path(__file__).resolve().parents[2] / "scenarios" / "rehearsals" /
-                                 "base-passthrough.toml"), ["spark.source_options.maxOffsetsPerTrigger=1000"])[0]
+                                 "bases" / "passthrough.toml"), ["spark.source_options.maxOffsetsPerTrigger=1000"])[0]
     rows = progress((AT - 10, 1000), (AT - 5, 1007), (AT + 10, 5000), (AT + 12, 6000))
     raised = [{"at": AT, "changed": {"source_options": {"maxOffsetsPerTrigger": "6000"}}}]
     (check,) = batch_cap_checks(scenario, rows, raised)
@@ -207,3 +207,17 @@ def test_each_batch_is_held_to_the_cap_in_force_when_it_ran():
     switched = [{"at": AT, "changed": {"protocol": ["amqp", "kafka"], "source_options": {"maxEventsPerTrigger": None}}}]
     (check,) = batch_cap_checks(scenario, rows, switched)  # another source, no cap: nothing after it is over
     assert check.status == "pass" and "1000 then none" in check.detail
+
+
+def test_the_shipped_rehearsal_builds_every_change_before_running_one():
+    """scenarios/rehearsals/spark-changes.toml: every change a valid scenario with its one change fault, two
+    Spark lines and the Event Hubs switch among them (what `harness rehearse` validates before the first run)."""
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "rehearsals" / "spark-changes.toml"
+    built = build(load_rehearsal(path), path)
+    assert len(built) >= 12
+    assert all([f.kind for f in scenario.faults] == ["change"] for _, scenario, _, _ in built)
+    lines = {scenario.spark.pyspark for _, scenario, _, _ in built} | {
+        row.model_extra["spark"].get("pyspark") for row, *_ in built}
+    assert {"3.5", "4.0"} <= lines
+    assert any(row.model_extra.get("backend") == {"protocol": "kafka"} and scenario.backend.kind == "eventhubs"
+               for row, scenario, _, _ in built)

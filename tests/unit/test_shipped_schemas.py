@@ -23,7 +23,7 @@ RESULTS = sorted(FIXTURES.rglob("*result.json"))
 SERIES = sorted(FIXTURES.rglob("*series.json"))
 RUN_DIRS = sorted(p.name for p in (FIXTURES / "runs").iterdir() if (p / "scenario.json").is_file())
 SCENARIO_FILES = sorted([*ROOT.glob("scenarios/*.toml"), *ROOT.glob("examples/**/scenario*.toml"),
-                         *ROOT.glob("examples/*/scenarios/*.toml")])
+                         *ROOT.glob("examples/*/scenarios/*.toml"), *ROOT.glob("scenarios/rehearsals/bases/*.toml")])
 
 
 def _schema(name: str) -> dict:
