@@ -156,7 +156,7 @@ def read_state(run_dir: Path, oracle: str, params: dict, acked, state_dir: str =
     if state_dir != STATE_DIR and not (Path(run_dir) / state_dir).exists():
         return {"status": "unknown", "detail": f"unknown: {state_dir}/ was not written (the state reader did not "
                                                "run: see spark/state-reader-*.log)"}
-    if not (Path(run_dir) / STATE_DIR).exists() and not any(
+    if state_dir == STATE_DIR and not (Path(run_dir) / STATE_DIR).exists() and not any(
             e.get("event", "").startswith("state_read") for e in read_jsonl(Path(run_dir) / "timeline.jsonl")):
         return {"status": "not_required", "detail": "not required: the run was recorded by a harness without the "
                 "state reader (no state_read on its timeline, no state/): its state was never read"}

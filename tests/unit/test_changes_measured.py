@@ -221,3 +221,19 @@ def test_the_shipped_rehearsal_builds_every_change_before_running_one():
     assert {"3.5", "4.0"} <= lines
     assert any(row.model_extra.get("backend") == {"protocol": "kafka"} and scenario.backend.kind == "eventhubs"
                for row, scenario, _, _ in built)
+
+
+def test_the_state_at_a_change_is_read_also_when_no_final_state_was(tmp_path):
+    """A change Spark refused leaves no final state read (state/), and the state at the change is still judged:
+    the run's `state/` being absent is no reason to call it not required."""
+    from harness.analysis.state import read_state
+
+    def no_acks(meta):
+        raise AssertionError("not reached: the state read records an error")
+
+    assert read_state(tmp_path, "window_counts", {}, no_acks, state_dir="state-at-batch-3")["status"] == "unknown"
+    (tmp_path / "state-at-batch-3").mkdir()
+    (tmp_path / "state-at-batch-3" / "meta.json").write_text('{"error": "boom"}')
+    read = read_state(tmp_path, "window_counts", {}, no_acks, state_dir="state-at-batch-3")
+    assert read == {"status": "unknown", "detail": "unknown: the state reader failed: boom"}
+    assert read_state(tmp_path, "window_counts", {}, no_acks)["status"] == "not_required"  # the final one: none
