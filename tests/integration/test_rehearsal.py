@@ -79,6 +79,7 @@ SPARK = {"Spark 3.5 to 4.3": ["3.5.7", "4.3.0"], "Spark 4.0 to 4.3": ["4.0.1", "
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(5700)  # fifteen runs of one to two minutes each
 def test_the_shipped_matrix_does_what_spark_does(harness_env, tmp_path):
     proc, summary = rehearse(harness_env, tmp_path / "m", timeout=5400)
     rows = {r["name"]: r for r in summary["rows"]}
