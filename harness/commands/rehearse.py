@@ -10,11 +10,12 @@ scenario is built and validated before the first run (bad input: exit 2, naming 
 each runs as an ordinary run in `<out>/<nn>-<name>/`.
 
 What a row says (reports.rehearsal): restarted (or Spark's error class when it refused), exactly-once held
-across the change (the run's delivery checks, or its oracle's), the state carried (the final state against the
-history's, for a stateful query), the settings in force, Spark's documented rule for the change and whether what
-happened differs from it (a finding, listed first). rehearsal.json is rewritten atomically after each run, so an
-interrupted rehearsal keeps its rows. The exit code is the runs' (each judged against what its change declares):
-0 when all passed, 1 when one failed, 3 when one could not be judged.
+across the change (the run's delivery checks, or its oracle's), the state carried (the state at the change and
+the final state against the history's, for a stateful query), the settings in force, Spark's documented rule for
+the change and whether what happened differs from it (a finding, listed first). rehearsal.json is rewritten
+atomically after each run, so an interrupted rehearsal keeps its rows (and runs no further change: exit 130). The
+exit code is the runs' (each judged against what its change declares): 0 when all passed, 1 when one failed, 3
+when one could not be judged.
 """
 from __future__ import annotations
 
@@ -152,6 +153,10 @@ def rehearse(name_or_path: str, out: Path | None = None, only: list[str] | None 
         summary["rows"].append(row_of(row.name, outcome.run_dir, outcome.result, fault_of(rehearsal, row)))
         summary["verdict"] = max((r["verdict"] for r in summary["rows"]), key=lambda v: WORST.get(v, 2))
         atomic.write_json(out / "rehearsal.json", summary)
+        if outcome.exit_code == 130:  # Ctrl-C or SIGTERM: the rows so far kept, no further change run
+            summary["interrupted"] = f"stopped after {i + 1} of {len(runs)} changes"
+            atomic.write_json(out / "rehearsal.json", summary)
+            break
     write_rehearsal_reports(out, summary)
-    console.info(f"rehearsal {rehearsal.name}: {summary['verdict'].upper()}; {out / 'rehearsal.md'}")
-    return out, {"pass": 0, "unjudged": 3}.get(summary["verdict"], 1)
+    console.info(f"rehearsal {rehearsal.name}: {summary.get('verdict', 'unjudged').upper()}; {out / 'rehearsal.md'}")
+    return out, 130 if summary.get("interrupted") else {"pass": 0, "unjudged": 3}.get(summary["verdict"], 1)
