@@ -4,8 +4,8 @@ A row: the change; restarted, or the error class Spark refused it with; exactly-
 run's delivery checks: no loss, no duplicates beyond what the sink declares, or the query's own oracle); the state
 carried (the state at the change and the final state, key by key against the history's, for a stateful query);
 the settings in force after the restart (requested against what Spark ran with, and where that was read); the
-run's verdict, i.e. whether what the change declares held; and Spark's documented rule for the change beside what happened. A row whose
-outcome differs from the rule is a **finding** and is listed first:
+run's verdict, i.e. whether what the change declares held; and Spark's documented rule for the change beside
+what happened. A row whose outcome differs from the rule is a **finding** and is listed first:
 - `allowed`: the change must restart, be in force, keep exactly-once and carry the state;
 - `not_allowed`: Spark documents the change as not allowed; a restart that went on anyway (taking the change, or
   silently keeping the checkpoint's value) is a finding, a refusal is not;
@@ -166,8 +166,8 @@ def rehearsal_html(summary: dict) -> str:
             "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}tr.finding{background:#fff3cd}"
             "tr.fail{background:#f8d7da}</style></head><body>"
-            f"<h1>Rehearsal {html.escape(summary['rehearsal'])}: {html.escape(summary.get('verdict', 'unjudged').upper())}"
-            f"</h1><p>{html.escape(summary.get('description') or '')}</p>"
+            f"<h1>Rehearsal {html.escape(summary['rehearsal'])}: "
+            f"{html.escape(summary.get('verdict', 'unjudged').upper())}</h1><p>{html.escape(summary.get('description') or '')}</p>"
             f"<p>Base scenario <code>{html.escape(summary['base'])}</code>; findings (Spark not doing what it "
             "documents) first; a row's verdict says whether what its change declares held.</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></body></html>\n")
