@@ -167,7 +167,8 @@ def rehearsal_html(summary: dict) -> str:
             "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}tr.finding{background:#fff3cd}"
             "tr.fail{background:#f8d7da}</style></head><body>"
             f"<h1>Rehearsal {html.escape(summary['rehearsal'])}: "
-            f"{html.escape(summary.get('verdict', 'unjudged').upper())}</h1><p>{html.escape(summary.get('description') or '')}</p>"
+            f"{html.escape(summary.get('verdict', 'unjudged').upper())}</h1>"
+            f"<p>{html.escape(summary.get('description') or '')}</p>"
             f"<p>Base scenario <code>{html.escape(summary['base'])}</code>; findings (Spark not doing what it "
             "documents) first; a row's verdict says whether what its change declares held.</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></body></html>\n")
