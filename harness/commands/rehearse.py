@@ -43,7 +43,7 @@ class ChangeRow(BaseModel):
     overrides of the base."""
     model_config = ConfigDict(extra="allow")  # the change fault's own fields, validated by ChangeOptions
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._>+-]{0,79}$", description="the change, as the report "
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._>+(),-]{0,79}$", description="the change, as the report "
                                                                                    "names it")
     set: list[str] = Field(default_factory=list, description="--set overrides of the base scenario for this "
                                                             "change's run (phase A's own settings)")

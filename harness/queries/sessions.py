@@ -23,6 +23,12 @@ watermark reaches it (an expiry equal to the batch's watermark fires) and the se
 state's length) and `producers` (the map state's size). An event arriving `gap` or more after the open session's
 end closes that session first (the same split whether the timer or the event comes first).
 
+`last_seq = true` adds a field to the session's ValueState (`last_seq`, the sequence number of the latest event
+a batch added to it): the state schema evolution a change rehearsal (harness.faults.change) rolls out on a running
+checkpoint, which Spark 4 allows for transformWithState with the Avro state encoding
+(`spark.sql.streaming.stateStore.encodingFormat = "avro"`): a session phase A stored reads back with the new field
+null. The output and the oracle are the same either way.
+
 Output mode append (the Parquet sink's): a session is written once, when it closes. The state store must be
 RocksDB (Spark refuses transformWithState on another provider): the query sets it on its session whatever the
 scenario says (a restarted query keeps the provider its checkpoint recorded).
@@ -31,11 +37,12 @@ from __future__ import annotations
 
 from harness.text.durations import spark_interval_ms
 
-DEFAULTS = {"gap": "5 seconds", "watermark": "10 seconds"}
+DEFAULTS = {"gap": "5 seconds", "watermark": "10 seconds", "last_seq": False}
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 OUTPUT = ("key STRING, session_start_ms DOUBLE, session_end_ms DOUBLE, count LONG, listed LONG, producers INT")
 SESSION_STATE = "start_ms LONG, end_ms LONG, count LONG"
+LAST_SEQ = ", last_seq LONG"  # the field `last_seq = true` adds
 EVENT_STATE = "producer INT, seq LONG"
 
 
@@ -58,6 +65,8 @@ def check(params: dict) -> str | None:
     unknown = sorted(set(params) - set(DEFAULTS))
     if unknown:
         return f"{unknown} not known to sessions; allowed: {', '.join(DEFAULTS)}"
+    if not isinstance(params.get("last_seq", False), bool):
+        return f"last_seq = {params['last_seq']!r}: true or false"
     try:
         durations_ms(params)
     except ValueError as exc:
@@ -65,7 +74,7 @@ def check(params: dict) -> str | None:
     return None
 
 
-def processor(gap_ms: int):
+def processor(gap_ms: int, last_seq: bool = False):
     """The StatefulProcessor, made here so that pyspark is imported only in the query process."""
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor
@@ -75,7 +84,7 @@ def processor(gap_ms: int):
     class Sessions(StatefulProcessor):
         def init(self, handle) -> None:
             self.handle = handle
-            self.session = handle.getValueState("session", SESSION_STATE)
+            self.session = handle.getValueState("session", SESSION_STATE + (LAST_SEQ if last_seq else ""))
             self.events = handle.getListState("events", EVENT_STATE)
             self.producers = handle.getMapState("producers", "producer INT", "count LONG")
 
@@ -94,7 +103,7 @@ def processor(gap_ms: int):
             order = instants.argsort(kind="stable")
             producers, seqs = frame["producer"].to_numpy(), frame["seq"].to_numpy()
             state = self.session.get() if self.session.exists() else None
-            start, end, count = (int(v) for v in state) if state else (None, None, 0)
+            start, end, count = (int(v) for v in state[:3]) if state else (None, None, 0)
             if end is not None:
                 self.handle.deleteTimer(end + gap_ms)
             out, added, per_producer = [], [], {}
@@ -111,7 +120,8 @@ def processor(gap_ms: int):
                 added.append((int(producers[i]), int(seqs[i])))
                 per_producer[int(producers[i])] = per_producer.get(int(producers[i]), 0) + 1
             self._flush(added, per_producer)
-            self.session.update((start, end, count))
+            latest = int(seqs[order[-1]])  # the latest instant's event (the stable sort keeps ties in arrival order)
+            self.session.update((start, end, count, latest) if last_seq else (start, end, count))
             self.handle.registerTimer(end + gap_ms)
             if out:
                 yield pd.DataFrame(out, columns=columns)
@@ -143,7 +153,7 @@ def query(events, params):
     return (events.withWatermark("event_time", f"{d['watermark']} milliseconds")
             .select("key", "producer", "seq", "intended_ms", "event_time")
             .groupBy("key")
-            .transformWithStateInPandas(processor(d["gap"]), outputStructType=OUTPUT,
+            .transformWithStateInPandas(processor(d["gap"], bool(params.get("last_seq"))), outputStructType=OUTPUT,
                                         outputMode="Append", timeMode="EventTime"))
 
 

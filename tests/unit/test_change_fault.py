@@ -88,3 +88,21 @@ def test_a_change_needs_a_query_running_during_the_traffic():
 
     with pytest.raises(ConfigError, match="needs a query running during the traffic"):
         load_scenario(WINDOWED, amend=amend)
+
+
+@pytest.mark.parametrize("query, params, problem", [
+    ("passthrough", {"extra_column": "region", "min_bytes": 1}, None),
+    ("passthrough", {"extra_column": "offset"}, "the output has that column already"),
+    ("passthrough", {"extra_column": "Bad Name"}, "a column name"),
+    ("passthrough", {"min_bytes": -1}, "0 or more"),
+    ("windowed_count", {"group_by_partition": True}, None),
+    ("windowed_count", {"group_by_partition": "yes"}, "true or false"),
+    ("sessions", {"last_seq": True}, None),
+    ("sessions", {"last_seq": 1}, "true or false"),
+])
+def test_the_code_changes_the_built_in_queries_take(query, params, problem):
+    """The params a rehearsal changes a built-in query's code with, checked at load like every param."""
+    from harness.queries import resolve
+
+    said = resolve(query).check_params(params)
+    assert (said is None) if problem is None else (problem in said), said
