@@ -103,9 +103,7 @@ def successor_spark(spark, changes: dict[str, Any], new_source: bool = False) ->
             table[key] = value
         elif key in MERGED and isinstance(value, dict):
             table[key] = {**table.get(key, {}), **value}
-        elif key == "trigger" and isinstance(value, dict):
-            table[key] = value  # a trigger is whole: a new kind's interval is not the old kind's
-        else:
+        else:  # whole: a trigger's new kind does not keep the old kind's interval
             table[key] = value
     return table
 
