@@ -112,13 +112,11 @@ def read_judged_outputs(view: RunView) -> None:
 def state_at_change(view: RunView, batch: int, acks: pd.DataFrame | None) -> dict:
     """The state read at a change (harness.faults.change: what phase A committed last) against the state the
     history implies for the events that batch had read: those below its end offsets in the offset log."""
-    ends = {int(p): o for p, o in ckpt.offset_log_entry(view.run_dir / "checkpoint" / "offsets" / str(batch))
-            .get(view.scenario.stream.name, {}).items()}
+    ends = ckpt.offset_log_entry(view.run_dir / "checkpoint" / "offsets" / str(batch)).get(
+        view.scenario.stream.name, {})
 
     def read_by_then(meta: dict) -> pd.DataFrame:
-        frame = acks if acks is not None else acked_frame(view)
-        limit = frame["partition"].map(ends).fillna(-1)
-        return frame[frame["offset"] < limit]
+        return read_below(acks if acks is not None else acked_frame(view), ends)
 
     read = read_state(view.run_dir, view.query_def.oracle, dict(view.scenario.spark.query_params), read_by_then,
                       state_dir=state_dir_at(batch))
@@ -128,15 +126,29 @@ def state_at_change(view: RunView, batch: int, acks: pd.DataFrame | None) -> dic
 
 
 def acked_frame(view: RunView) -> pd.DataFrame:
-    """The acked events (placements applied), on the reference clock: what an oracle computes its output from."""
+    """The acked events (placements applied), on the reference clock: what an oracle computes its output from. A
+    query that stopped with the failure a fault declared (a change Spark refused) is judged on what it had read:
+    the events below its last commit's end offsets, as the events oracle judges it (Expectations.read_up_to)."""
     acks = apply_placements(clocks.acks_frame(view.run_dir / "producers", view.clock_plan),
                             load_placements(view.run_dir / "placements"))
-    return acks[acks["error"] == ""]
+    acks = acks[acks["error"] == ""]
+    if view.faults.failed_as_expected:
+        return read_below(acks, ckpt.committed(view.run_dir / "checkpoint").get(view.scenario.stream.name, {}))
+    return acks
+
+
+def read_below(acks: pd.DataFrame, ends: dict) -> pd.DataFrame:
+    """The events below `ends` ({partition: end offset} of a batch in the offset log): what the query had read."""
+    limit = acks["partition"].map({int(p): int(o) for p, o in ends.items()}).fillna(-1)
+    return acks[acks["offset"] < limit]
 
 
 def oracle_outcome(view: RunView, acks: pd.DataFrame) -> dict:
     """What the query's own oracle returns for its output (result.json `oracle`), with where latency came from."""
     own = view.own_sink
+    if view.faults.failed_as_expected and acks.empty:  # nothing read before the declared failure: nothing to judge
+        return {"ok": None, "detail": "not judged: the query stopped with the failure a fault declared before it "
+                                      "had committed a batch that read an event"}
     outcome = run_oracle(view.query_def.oracle, acks, view.run_dir, dict(view.scenario.spark.query_params),
                          sink=own)
     has_columns = own is not None and all(c in own.columns for c in EVENT_COLUMNS)

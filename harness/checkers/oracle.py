@@ -19,4 +19,5 @@ def oracle(run: RunView) -> list[Check]:
     outcome = run.oracle_outcome
     if outcome is None:
         return [Check(f"oracle_{name.split(':')[-1]}", None, "unknown: the oracle's outcome was not measured")]
-    return [Check(f"oracle_{name.split(':')[-1]}", bool(outcome.get("ok")), str(outcome.get("detail")))]
+    ok = outcome.get("ok")  # None: the oracle could not judge (a declared failure before anything was read)
+    return [Check(f"oracle_{name.split(':')[-1]}", None if ok is None else bool(ok), str(outcome.get("detail")))]

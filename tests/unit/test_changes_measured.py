@@ -237,3 +237,17 @@ def test_the_state_at_a_change_is_read_also_when_no_final_state_was(tmp_path):
     read = read_state(tmp_path, "window_counts", {}, no_acks, state_dir="state-at-batch-3")
     assert read == {"status": "unknown", "detail": "unknown: the state reader failed: boom"}
     assert read_state(tmp_path, "window_counts", {}, no_acks)["status"] == "not_required"  # the final one: none
+
+
+def test_an_oracle_that_could_not_judge_is_unknown_not_failed():
+    """A change Spark refused before the query had committed a batch that read anything: the query's oracle has
+    nothing to judge (harness.analysis.measure says so with ok None), which is unknown, not a pass or a fail."""
+    from harness.checkers import oracle
+    from tests.unit.test_checkers_literal import view as literal
+
+    windowed = str(Path(__file__).resolve().parents[2] / "scenarios" / "rehearsals" / "bases" / "windowed.toml")
+    said = {"ok": None, "detail": "not judged: the query stopped with the failure a fault declared before ..."}
+    (check,) = oracle.oracle(literal(windowed, oracle_outcome=said))
+    assert (check.name, check.status) == ("oracle_window_counts", "unknown")
+    (check,) = oracle.oracle(literal(windowed, oracle_outcome={"ok": False, "detail": "3 windows wrong"}))
+    assert check.status == "fail"
