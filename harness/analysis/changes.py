@@ -17,26 +17,16 @@ A setting none of these covers is reported as not measured (`taken` None), never
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.progress import epoch_s, partitions_read
+from harness.analysis.progress import epoch_s, kafka_cap_slack
 from harness.files.jsonl import read_jsonl
-from harness.spark.checkpoint import batch_ids
+from harness.spark.checkpoint import batch_ids, offset_metadata
 
 CAPS = ("maxoffsetspertrigger", "maxeventspertrigger")  # the batch caps, lower-cased as Spark matches them
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
-
-
-def offset_metadata(checkpoint: Path, batch: int) -> dict:
-    """The offset log's metadata line of `batch` ({} when unreadable)."""
-    try:
-        lines = (checkpoint / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
-        return json.loads(lines[1]) if len(lines) > 1 else {}
-    except (OSError, ValueError):
-        return {}
 
 
 def measure_changes(run_dir: Path, records: list[dict], progress: list[dict], query: dict) -> list[dict]:
@@ -119,8 +109,7 @@ def cap_in_force(key: str, value: Any, old: Any, after: list[dict]) -> dict:
     if not any(rows):
         return _row(f"source_options.{key}", value, None, None, "no batch read data after the change")
     most = max(rows)
-    # Kafka's source rounds each partition's share of the cap up to one record: up to (partitions read - 1) more
-    over = [r for r, p in zip(rows, after) if r > cap + max(partitions_read(p), 1) - 1]
+    over = [r for r, p in zip(rows, after) if r > cap + kafka_cap_slack(p)]
     if over:
         return _row(f"source_options.{key}", value, most, False, f"a batch after the change read {max(over):,} "
                                                                  "rows")

@@ -97,3 +97,9 @@ def partitions_read(progress: dict) -> int:
             before = start.get(stream) if isinstance(start.get(stream), dict) else {}
             n += sum(1 for p, off in parts.items() if int(off) > int(before.get(p, 0)))
     return n
+
+
+def kafka_cap_slack(progress: dict) -> int:
+    """How far a batch may read past its per-trigger cap on Spark's Kafka source, which splits the cap over the
+    partitions by backlog and rounds a share below one record up to one: (partitions read - 1)."""
+    return max(partitions_read(progress), 1) - 1

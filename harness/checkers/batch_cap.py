@@ -4,7 +4,7 @@ record up to one, so a batch may read up to (partitions read - 1) more; the Even
 from __future__ import annotations
 
 from harness.analysis.changes import CAPS
-from harness.analysis.progress import epoch_s, partitions_read
+from harness.analysis.progress import epoch_s, kafka_cap_slack
 from harness.check import Check
 from harness.analysis.runview import RunView
 
@@ -20,7 +20,7 @@ def batch_cap_checks(scenario, progress: list[dict], changes: list[dict] | None 
     data = [p for p in progress if p.get("numInputRows", 0) > 0]
     switched = min((c["at"] for c in changes or [] if "protocol" in c["changed"]), default=float("inf"))
     exact = scenario.backend.batch_cap_exact  # Kafka's source rounds shares up (also after a switch to it)
-    slack = lambda p: 0 if exact and _at(p) < switched else max(partitions_read(p), 1) - 1  # noqa: E731
+    slack = lambda p: 0 if exact and _at(p) < switched else kafka_cap_slack(p)  # noqa: E731
 
     def cap_of(p) -> int | None:
         value = [c for since, c in caps if since <= _at(p)][-1]

@@ -16,6 +16,17 @@ def batch_ids(directory: Path) -> list[int]:
     return sorted(int(f.name) for f in directory.iterdir() if f.name.isdigit())
 
 
+def offset_metadata(checkpoint: Path, batch: int) -> dict:
+    """The metadata line of offsets/<batch> (its watermark, its time, the confs Spark pins in the checkpoint); {}
+    when unreadable."""
+    try:
+        lines = (checkpoint / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
+        meta = json.loads(lines[1]) if len(lines) > 1 else {}
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def offset_log_entry(path: Path) -> dict[str, dict[str, int]]:
     """The first source's {stream: {partition: offset}} in one offsets/<batch> file ({} if unreadable)."""
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 from harness.files import atomic
 from harness.jvm import cds
 from harness.files.paths import pyspark_home
-from harness.spark.checkpoint import batch_ids
+from harness.spark.checkpoint import batch_ids, offset_metadata
 from harness.spark.query import _jvm_classpath, keep_class_archive
 
 META = "meta.json"
@@ -35,10 +35,10 @@ CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "s
 
 def batch_watermark_ms(checkpoint: Path, batch: int) -> int | None:
     """The watermark batch `batch` ran (and evicted state) with, from its offset log entry's metadata line."""
+    meta = offset_metadata(checkpoint, batch)
     try:
-        lines = (checkpoint / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
-        return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
-    except (OSError, ValueError, IndexError):
+        return int(meta.get("batchWatermarkMs", 0)) if meta else None
+    except (TypeError, ValueError):
         return None
 
 
