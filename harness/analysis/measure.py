@@ -23,7 +23,8 @@ from harness.files import atomic
 from harness.records import environment
 from harness.analysis.changes import measure_changes
 from harness.analysis.figures import Drawn, fill_figures
-from harness.analysis.runview import RunView, Unjudgeable, read_faults, read_run, reading, rows_are_events
+from harness.analysis.runview import (RunView, Unjudgeable, read_faults, read_run, read_up_to, reading,
+                                      rows_are_events)
 from harness.analysis.state import read_state
 from harness.faults.change import state_dir_at
 from harness.config import Scenario
@@ -128,13 +129,12 @@ def state_at_change(view: RunView, batch: int, acks: pd.DataFrame | None) -> dic
 def acked_frame(view: RunView) -> pd.DataFrame:
     """The acked events (placements applied), on the reference clock: what an oracle computes its output from. A
     query that stopped with the failure a fault declared (a change Spark refused) is judged on what it had read:
-    the events below its last commit's end offsets, as the events oracle judges it (Expectations.read_up_to)."""
+    the events below its last commit's end offsets, as the events oracle judges it (runview.read_up_to)."""
     acks = apply_placements(clocks.acks_frame(view.run_dir / "producers", view.clock_plan),
                             load_placements(view.run_dir / "placements"))
     acks = acks[acks["error"] == ""]
-    if view.faults.failed_as_expected:
-        return read_below(acks, ckpt.committed(view.run_dir / "checkpoint").get(view.scenario.stream.name, {}))
-    return acks
+    ends = read_up_to(view.scenario, view.run_dir, view.faults)
+    return acks if ends is None else read_below(acks, ends)
 
 
 def read_below(acks: pd.DataFrame, ends: dict) -> pd.DataFrame:

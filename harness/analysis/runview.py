@@ -183,10 +183,16 @@ def expectations(scenario: Scenario, run_dir: Path, state: RunState, faults: Fau
                             if f["injected_at"] is not None and f["effect"].get("send_failures")],
         generations_ms=[e.new_generation_ms for e in faults.effects if e.new_generation_ms is not None],
         duplicates=[r for e in faults.effects for r in e.duplicates],
-        read_up_to=({int(p): o for p, o in ckpt.committed(run_dir / "checkpoint").get(scenario.stream.name,
-                                                                                       {}).items()}
-                    if faults.failed_as_expected else None),
+        read_up_to=read_up_to(scenario, run_dir, faults),
     )
+
+
+def read_up_to(scenario: Scenario, run_dir: Path, faults: FaultFacts) -> dict[int, int] | None:
+    """A query that stopped with the failure a fault declared: how far its checkpoint says it read ({partition:
+    its last commit's end offset}), what it is judged on; None for any other run."""
+    if not faults.failed_as_expected:
+        return None
+    return {int(p): o for p, o in ckpt.committed(run_dir / "checkpoint").get(scenario.stream.name, {}).items()}
 
 
 def add_output(scenario: Scenario, run_dir: Path, query_def: QueryDef, checker: Reconciler,
