@@ -87,6 +87,19 @@ def _cmd_rehearse(args) -> int:
     return code
 
 
+def _cmd_shrink(args) -> int:
+    from harness.commands.shrink import shrink
+    from harness.console import Console
+
+    _out_writable(args.out)
+    if args.max_minutes <= 0:
+        raise InputError(f"--max-minutes {args.max_minutes:g}: must be more than 0")
+    _, code = shrink(Path(args.run_dir), Path(args.out) if args.out else None, checks=args.check,
+                     max_runs=args.max_runs, max_minutes=args.max_minutes,
+                     console=Console(quiet=True if args.quiet else None), replace=args.replace)
+    return code
+
+
 def _cmd_soak(args) -> int:
     from harness.console import Console
     from harness.commands.soak import soak
@@ -427,6 +440,19 @@ def parser() -> argparse.ArgumentParser:
     rh.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
     _replace_option(rh)
     rh.set_defaults(func=_cmd_rehearse)
+
+    sh = sub.add_parser("shrink", help="the smallest part of a failed run's fault schedule that still fails it "
+                        "(delta debugging over re-runs): minimal.toml to run again and attach to a bug report")
+    sh.add_argument("run_dir", help="the directory of a failed run that injected faults (a run, a soak)")
+    sh.add_argument("--check", action="append", metavar="NAME", help="the failing check a re-run must fail for "
+                    "the failure to count as the same (repeatable; default: any of the run's failing checks)")
+    sh.add_argument("--max-runs", type=int, default=16, metavar="N", help="at most this many re-runs (default 16)")
+    sh.add_argument("--max-minutes", type=float, default=90.0, metavar="M", help="start no re-run after this "
+                    "many minutes (default 90)")
+    sh.add_argument("--out", help="shrink directory (default runs/<UTC timestamp>-<scenario>-shrink)")
+    sh.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    _replace_option(sh)
+    sh.set_defaults(func=_cmd_shrink)
 
     from harness.commands import capacity_defaults as cap
 

@@ -22,6 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from harness import machine
 from harness.backends import DEFAULT_KIND, SPECS, spec_union
+from harness.backends.base import RECORDED
 from harness.text.durations import spark_bytes, spark_trigger_ms
 from harness.faults import options_union
 from harness.text.nesting import dotted, too_deep
@@ -50,7 +51,6 @@ Scalar = Union[str, int, float, bool]
 FLAT_TABLES = {("spark", "source_options"), ("spark", "sink_options"), ("spark", "conf"), ("stream", "config"), ("producers", "client"),
                ("backend", "broker"), ("backend", "client")}
 MAX_SWEEP_RUNS = 64
-RECORDED = "recorded"  # validation context: a scenario as a run recorded it (validate_resolved)
 MAX_SEED = 2 ** 63 - 1  # numpy's SeedSequence (the producers' keys and payloads) takes integers >= 0; TOML's max
 MIN_DRIVER_MEMORY = 512 << 20  # Spark refuses a heap under 450 MiB ("System memory ... must be at least")
 MAX_HEADROOM = 0.9  # checks.min_headroom: a median batch must be able to use at least a tenth of its interval

@@ -42,6 +42,11 @@ class SparkSource:
                 "data_sources": list(self.data_sources)}
 
 
+# validation context: a scenario as a run recorded it (scenario.json's `resolved`, every field written out), validated
+# again by harness.config.validate_resolved: a rule about which fields a *person* set does not apply to it
+RECORDED = "recorded"
+
+
 class BackendSpec(BaseModel):
     """A `[backend]` table. Subclasses add `kind: Literal[...]` and their own fields."""
 

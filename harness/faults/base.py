@@ -134,6 +134,13 @@ class Fault:
         validated at load like the scenario itself. None: the query stays what it was."""
         return None
 
+    @classmethod
+    def pinned(cls, detail: dict[str, Any]) -> dict[str, Any]:
+        """Options that make a recorded injection (its `detail` as faults.jsonl has it) hit again what it hit when
+        it is replayed on its own (harness shrink): a choice drawn with the seed and a count of earlier injections
+        (a broker's node) is drawn anew once those are gone. {}: the fault draws nothing."""
+        return {}
+
     def check(self, scenario) -> str | None:
         """Before anything starts, once the backend offers the fault's capabilities: None, or why this scenario
         cannot carry this fault (the CLI exits 2)."""

@@ -58,6 +58,10 @@ class Broker(Fault):
     Options = BrokerOptions
     requires = "the embedded Kafka backend with nodes >= 3"
 
+    @classmethod
+    def pinned(cls, detail: dict) -> dict:
+        return {"node": detail["node"]} if detail.get("node") else {}
+
     def __init__(self, options):
         super().__init__(options)
         self.node = None

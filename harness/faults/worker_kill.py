@@ -37,6 +37,10 @@ class WorkerKill(Fault):
     Options = WorkerKillOptions
     requires = 'spark.cluster = "standalone"'
 
+    @classmethod
+    def pinned(cls, detail: dict) -> dict:
+        return {"worker": detail["worker"]} if isinstance(detail.get("worker"), int) else {}
+
     def __init__(self, options):
         super().__init__(options)
         self.killed: tuple[int, int, dict[int, str]] | None = None  # (worker index, pid, its executors)

@@ -11,10 +11,10 @@ import importlib.util
 import os
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from harness.records import calibration
-from harness.backends.base import Backend, BackendSpec
+from harness.backends.base import RECORDED, Backend, BackendSpec
 from harness.backends.capabilities import Capability, EmulatorControl, EpochReceivers
 from harness.backends.eventhubs.kafka_endpoint import PRODUCER_SET_BY_HARNESS, SET_BY_HARNESS as KAFKA_SET_BY_HARNESS
 from harness.backends.kafka.spec import KafkaSpec
@@ -157,7 +157,7 @@ class EventHubsSpec(BackendSpec):
         return self
 
     @model_validator(mode="after")
-    def _kafka_protocol(self):
+    def _kafka_protocol(self, info: ValidationInfo):
         if self.protocol != "kafka":
             return self
         if self.mode == "container":
@@ -166,7 +166,7 @@ class EventHubsSpec(BackendSpec):
                              "container's ports to free ones, which the broker's own address in its metadata "
                              "answers would not follow; use mode = 'emulator' (the project's emulator serves the "
                              "Kafka endpoint over TLS as the service does) or mode = 'namespace'")
-        if "send" in self.model_fields_set:
+        if "send" in self.model_fields_set and not (info.context or {}).get(RECORDED):  # a record lists every field
             raise ValueError(f"send = {self.send!r} chooses how the SDK's producers address events (protocol = "
                              "'amqp'); with protocol = 'kafka' the Kafka producer places keys itself (murmur2, as "
                              "Java clients do): leave send out")
