@@ -163,3 +163,107 @@ def test_the_expired_check_holds_the_loss_to_what_the_broker_removed_unread():
     assert status(outage_expired(view(outages=[outage(expired_undelivered=51)]))) == ["fail"]
     assert status(outage_expired(view(outages=[outage(expired_undelivered=None)]))) == ["unknown"]
     assert outage_expired(view(outages=[outage(retention_ms=None)])) == []
+
+
+# -- the cap search (harness.commands.outage_cap) --------------------------------------------------------------
+def fake_trials(oom_above: int, slow_below: int, backlog: int = 100_000):
+    """A query that runs out of memory on a first batch above `oom_above` rows and drains too slowly with a cap
+    under `slow_below`; uncapped (cap None) its first batch is the whole backlog."""
+    from harness.commands.outage_cap import Trial
+
+    seen = []
+
+    def trial(cap):
+        seen.append(cap)
+        rows = backlog if cap is None else min(cap, backlog)
+        outcome = "crash" if rows > oom_above else "slow" if cap is not None and cap < slow_below else "held"
+        return Trial(cap, outcome, backlog_events=backlog)
+    return trial, seen
+
+
+def test_the_cap_search_recommends_the_largest_cap_that_held_within_its_trials():
+    from harness.commands.outage_cap import search
+
+    trial, seen = fake_trials(oom_above=30_000, slow_below=5_000)
+    result = search(trial, floor=4_000, max_trials=4)
+    assert seen == [None, 20_000, 44_721, 29_907]  # sqrt(4,000 x 100,000), then sqrt(20,000 x 100,000), ...
+    assert (result.recommended, result.uncapped) == (29_907, False)
+
+
+def test_the_cap_search_stops_at_once_when_the_scenario_holds_or_only_drains_too_slowly():
+    from harness.commands.outage_cap import search
+
+    trial, seen = fake_trials(oom_above=10**9, slow_below=0)
+    held = search(trial, floor=4_000)
+    assert (seen, held.recommended, held.uncapped) == ([None], None, True)
+    slow = search(lambda cap: __import__("harness.commands.outage_cap", fromlist=["Trial"]).Trial(cap, "slow"),
+                  floor=4_000)
+    assert (len(slow.trials), slow.recommended, slow.uncapped) == (1, None, False)
+
+
+def test_a_trial_is_judged_from_its_result():
+    from harness.commands.outage_cap import judge_trial
+
+    crashed = {"verdict": "fail", "outages": [outage(crashes=3, gave_up=True, first_batch=None)], "checks": []}
+    assert judge_trial(None, crashed).outcome == "crash"
+    held = {"verdict": "pass", "outages": [outage()], "checks": []}
+    assert judge_trial(5000, held).outcome == "held"
+    slow = {"verdict": "fail", "outages": [outage(drain_s=99.0)],
+            "checks": [{"name": "outage_drained", "status": "fail", "detail": "drained 99 s"}]}
+    assert judge_trial(5000, slow).outcome == "slow"
+    lost = {"verdict": "fail", "outages": [outage()], "checks": [{"name": "no_loss", "status": "fail", "detail": "1"}]}
+    assert judge_trial(5000, lost).outcome == "broken"
+    assert judge_trial(5000, {"verdict": "unjudged", "outages": []}).outcome == "broken"
+
+
+# -- the restart policy (harness.spark.process) ----------------------------------------------------------------
+class DeadChild:
+    """A driver process that has exited with `code`."""
+
+    def __init__(self, code: int = 4):
+        self.proc = type("P", (), {"returncode": code})()
+
+    def alive(self) -> bool:
+        return False
+
+
+def supervised(tmp_path, monkeypatch):
+    """A SparkQueryProcess without a driver: its `start` only counts, each start's driver failing at once."""
+    import json
+    import threading
+
+    from harness.spark.process import SparkQueryProcess
+
+    q = object.__new__(SparkQueryProcess)
+    q.spark_dir = tmp_path
+    q._lock, q.child, q.kills, q.restarts = threading.Lock(), DeadChild(), 0, 0
+    q._killed, q._held, q._restarting_failures, q.failure_restarts = False, False, False, 0
+    q.crashes, q.gave_up = [], None
+    starts = []
+
+    def start():
+        starts.append(1)
+        q.child = DeadChild()
+        (tmp_path / "status.json").write_text(json.dumps({"state": "failed", "error": "java.lang.OutOfMemoryError"}))
+    monkeypatch.setattr(q, "start", start)
+    (tmp_path / "status.json").write_text(json.dumps({"state": "failed", "error": "java.lang.OutOfMemoryError"}))
+    return q, starts
+
+
+def test_a_held_query_stays_down_and_a_crash_loop_is_given_up_on_after_its_restarts(tmp_path, monkeypatch):
+    q, starts = supervised(tmp_path, monkeypatch)
+    q._killed = q._held = True  # taken down by an outage
+    assert q.watch() == "restarting" and starts == []
+    q.bring_back(2)
+    q._killed = False  # (watch restarts a killed query first: here the first start has failed already)
+    assert [q.watch(), q.watch()] == ["restarting", "restarting"] and len(starts) == 2
+    assert q.watch() == "gave_up" and len(starts) == 2 and len(q.crashes) == 3
+    assert q.gave_up.startswith("[QUERY_CRASH_LOOP] the query failed 3 times")
+    assert q.watch() == "gave_up"  # and it stays given up on
+
+
+def test_without_a_restart_policy_a_failure_ends_the_query_as_before(tmp_path, monkeypatch):
+    q, starts = supervised(tmp_path, monkeypatch)
+    assert q.watch() == "failed" and starts == [] and q.crashes == []
+    q.bring_back(None)  # a declared data-loss error: no restarts into it
+    assert q.watch() == "failed" and starts == []
