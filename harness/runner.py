@@ -466,6 +466,16 @@ def settle_faults(ctx: RunContext) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the restarted Spark query did not come back")
         time.sleep(0.25)
+    # a query brought back under a restart policy (an outage) is supervised through its first batch, each failure
+    # restarted, before the drain: a crash-loop plays out (and is given up on) here, never in the drain
+    query, started = ctx.query, time.monotonic()
+    allowed = ctx.scenario.spark.start_timeout_s * (query.failure_restarts + 2) + ctx.scenario.spark.drain_timeout_s
+    while query.under_restart_policy and not ctx.state.failed_as_declared:
+        if _supervise_query(ctx) in ("failed", "finished", "exited", "absent"):
+            break
+        if time.monotonic() - started > allowed:
+            raise TimeoutError(f"the restarted Spark query ran no batch within {allowed:g} s")
+        time.sleep(0.25)
 
 
 def drain(ctx: RunContext) -> None:

@@ -80,8 +80,8 @@ def judge_trial(cap: int | None, result: dict, run_dir: str = "") -> Trial:
     o = outages[0] if outages else {}
     first = o.get("first_batch") or {}
     t = Trial(cap, "broken", backlog_events=o.get("backlog_events"), first_batch_rows=first.get("rows"),
-              peak_rss_mb=dict(o.get("peak_rss_mb") or {}), drain_s=o.get("drain_s"), crashes=int(o.get("crashes") or 0),
-              run_dir=run_dir)
+              peak_rss_mb=dict(o.get("peak_rss_mb") or {}), drain_s=o.get("drain_s"),
+              crashes=int(o.get("crashes") or 0), run_dir=run_dir)
     if not o:
         t.detail = f"no outage measured ({result.get('unjudged_reason') or 'see its result.json'})"
     elif o.get("crashes") or o.get("gave_up"):
@@ -155,7 +155,8 @@ def plan(name_or_path: str, overrides: list[str], drain_within_s: float | None) 
 
 
 def trial_overrides(overrides: list[str], p: dict, cap: int | None) -> list[str]:
-    out = [*overrides, f"faults.{p['fault']}.crash_loop=false", f"faults.{p['fault']}.drain_within_s={p['drain_within_s']}"]
+    fault = f"faults.{p['fault']}"
+    out = [*overrides, f"{fault}.crash_loop=false", f"{fault}.drain_within_s={p['drain_within_s']}"]
     return out + ([f"spark.source_options.{p['option']}={cap}"] if cap is not None else [])
 
 

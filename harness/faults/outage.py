@@ -15,9 +15,11 @@ up and the query ends failed with QUERY_CRASH_LOOP (a crash-loop detected and bo
 
 What it declares: the query down (judged by `query_recovered` from the restart), the exact loss, the failure
 (KAFKA_DATA_LOSS; or QUERY_CRASH_LOOP when the scenario says the restart must crash-loop: `crash_loop = true`, the
-run then passes only if it does). What it records for the judge (harness.analysis.outages): the committed and
-end offsets at the stop and at the restart, so the backlog the first batch must read is known exactly, the log
-start at the restart, and the batch cap in force (`maxOffsetsPerTrigger` / `maxEventsPerTrigger`).
+run then passes only if it does; with failOnDataLoss=true and records aged out, the data-loss error at every
+restart is such a crash-loop, as a supervisor that restarts into it produces). What it records for the judge
+(harness.analysis.outages): the committed and end offsets at the stop and at the restart, so the backlog the first
+batch must read is known exactly, the log start at the restart, and the batch cap in force (`maxOffsetsPerTrigger`
+/ `maxEventsPerTrigger`).
 """
 from __future__ import annotations
 
@@ -95,9 +97,6 @@ class Outage(Fault):
             return problem
         if self.options.retention_ms is not None and TopicAdmin not in scenario.backend.capabilities():
             return TopicAdmin.refusal(scenario.backend, self)
-        if self.options.crash_loop and self.options.retention_ms is not None and scenario.fail_on_data_loss:
-            return ("crash_loop = true with retention_ms under failOnDataLoss=true: the restarted query fails with "
-                    f"{DATA_LOSS} before it can crash-loop on its backlog; declare one or the other")
         return None
 
     def inject(self, ctx) -> dict:
@@ -114,7 +113,8 @@ class Outage(Fault):
         code = ctx.query.take_down(self.options.stop == "graceful")
         self.down = True
         committed = ctx.committed_offsets()
-        return {"offset_log_last": (ctx.offset_log() or [None])[-1],"stop": self.options.stop, "down_s": self.options.down_s, "exit_code": code,
+        return {"offset_log_last": (ctx.offset_log() or [None])[-1], "stop": self.options.stop,
+                "down_s": self.options.down_s, "exit_code": code,
                 "query_started_at": status.get("at"), "stopped_at": time.time(),
                 "committed_at_stop": _keyed(committed), "planned_at_stop": _keyed(ctx.planned_offsets()),
                 "ends_at_stop": _keyed(backend.end_offsets(ctx.stream)),
@@ -140,7 +140,8 @@ class Outage(Fault):
             self.down = False
             data_loss = self.effect.failure == DATA_LOSS
             # a declared data-loss error ends the query at once: no supervisor restarts into it again
-            ctx.query.bring_back(None if data_loss else self.options.max_restarts)
+            ctx.query.bring_back(None if data_loss else self.options.max_restarts,
+                                 through_batch=(ctx.offset_log() or [-1])[-1])
             out["restarted_at"] = time.time()
         return out
 

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -178,6 +179,7 @@ class SparkQueryProcess:
         self._killed = False  # the current process was killed on purpose: restart it
         self._held = False  # taken down on purpose and kept down (harness.faults.outage): no restart until released
         self._restarting_failures = False  # a restart policy in force (bring_back): failures are restarted
+        self._through_batch = -1  # ... until a batch past this one completes
         self.failure_restarts = 0  # failures still to restart from (an outage's supervisor: a crash-loop's bound)
         self.crashes: list[dict] = []  # each failure restarted from: {"at", "state", "error"}
         self.gave_up: str | None = None  # why the supervisor stopped restarting a crash-looping query
@@ -349,14 +351,40 @@ class SparkQueryProcess:
                     self.child.stop_signal = signal.SIGKILL
             return self.stop(hard=not graceful)
 
-    def bring_back(self, failure_restarts: int | None = None) -> None:
+    def bring_back(self, failure_restarts: int | None = None, through_batch: int = -1) -> None:
         """End an outage: `watch` restarts the query from its checkpoint, and restarts it again after each of
         up to `failure_restarts` failures (a production supervisor's restart policy: a crash-loop, bounded; None:
-        none, a failure ends the query as usual)."""
+        none, a failure ends the query as usual). The policy ends once a batch after `through_batch` (the last one
+        planned before the restart, which a killed query re-runs first) has completed."""
         with self._lock:
-            self._held = False
+            self._held, self._through_batch = False, through_batch
             self._restarting_failures = failure_restarts is not None
             self.failure_restarts = failure_restarts or 0
+
+    @property
+    def under_restart_policy(self) -> bool:
+        """A restart policy is in force: the query brought back has not yet completed a batch, nor been given up."""
+        return self._restarting_failures
+
+    def _ran_a_batch(self) -> bool:
+        """Whether the running driver completed a batch planned after the restart: the last progress record
+        started after its start, with an id past `bring_back`'s `through_batch`."""
+        path = self.run_dir / "progress.jsonl"
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 65_536))
+                lines = f.read().split(b"\n")
+        except OSError:
+            return False
+        for line in reversed(lines):
+            try:
+                record = json.loads(line)
+                stamp, batch = record["timestamp"], int(record["batchId"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            at = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            return at >= self.started_at and batch > self._through_batch
+        return False
 
     def stop_restarting(self) -> None:
         """The supervisor's restart policy ends (the outage's query ran its backlog, or the run ends)."""
@@ -389,6 +417,8 @@ class SparkQueryProcess:
             state = self.status().get("state")
             if state == "failed" and self._restarting_failures:  # it will exit: restarted or given up then
                 return "restarting"
+            if state == "started" and self._restarting_failures and self._ran_a_batch():
+                self._restarting_failures, self.failure_restarts = False, 0  # through its first batch: no loop
             if state == "failed":  # the query is gone though its driver is still stopping: no reason to wait
                 return "failed"
             return "running" if state == "started" else "restarting"

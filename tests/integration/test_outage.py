@@ -51,3 +51,25 @@ def test_outage_expiry_loses_exactly_what_aged_out_unread_and_reads_the_backlog_
     assert (o["backlog_events"], o["expired_events"], o["first_batch"]["rows"]) == (backlog, lost,
                                                                                     first["numInputRows"])
     assert o["crashes"] == 0 and not o["gave_up"]
+
+
+@pytest.mark.slow  # a whole scenario and three restarts: about 4 minutes here
+@pytest.mark.timeout(900)
+def test_outage_dataloss_loop_restarts_into_the_data_loss_error_and_is_given_up_on(harness_env, tmp_path):
+    out = tmp_path / "outage-dataloss-loop"
+    result, proc = run_scenario("outage-dataloss-loop", out, harness_env)
+    assert_passed(result, proc)
+    c = checks(result)
+    assert c["outage_crash_loop"]["status"] == "pass" and c["expected_failure"]["status"] == "pass"
+    assert result["query"]["final_state"] == "failed"
+    assert result["query"]["error"].startswith("[QUERY_CRASH_LOOP] the query failed 3 times")
+    (o,) = result["outages"]
+    assert (o["crashes"], o["gave_up"], o["first_batch"]) == (3, True, None)
+    # every failure was Spark's own data-loss error: the records aged out unread (the broker's log start at the
+    # restart, as the fault read it, past the checkpoint's last commit)
+    assert all("KAFKA_DATA_LOSS" in e for e in o["crash_errors"]), o["crash_errors"]
+    heal = next(r for r in fault_rows(out) if r["action"] == "heal")["detail"]
+    committed, start = heal["committed_at_restart"], heal["log_start_at_restart"]
+    assert any(int(s) > int(committed.get(p, 0)) for p, s in start.items())
+    # nothing the query had committed before the outage is missing from the sink
+    assert result["counts"]["lost"] == 0 and result["counts"]["duplicates"] == 0

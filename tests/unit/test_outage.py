@@ -237,7 +237,7 @@ def supervised(tmp_path, monkeypatch):
     q = object.__new__(SparkQueryProcess)
     q.spark_dir = tmp_path
     q._lock, q.child, q.kills, q.restarts = threading.Lock(), DeadChild(), 0, 0
-    q._killed, q._held, q._restarting_failures, q.failure_restarts = False, False, False, 0
+    q._killed, q._held, q._restarting_failures, q.failure_restarts, q._through_batch = False, False, False, 0, -1
     q.crashes, q.gave_up = [], None
     starts = []
 
@@ -267,3 +267,18 @@ def test_without_a_restart_policy_a_failure_ends_the_query_as_before(tmp_path, m
     assert q.watch() == "failed" and starts == [] and q.crashes == []
     q.bring_back(None)  # a declared data-loss error: no restarts into it
     assert q.watch() == "failed" and starts == []
+
+
+def test_the_restart_policy_ends_once_a_batch_planned_after_the_restart_has_completed(tmp_path, monkeypatch):
+    import json
+
+    q, starts = supervised(tmp_path, monkeypatch)
+    q.run_dir, q.started_at = tmp_path, T
+    q.child = type("Alive", (), {"alive": lambda self: True, "proc": None})()
+    (tmp_path / "status.json").write_text(json.dumps({"state": "started"}))
+    q.bring_back(2, through_batch=7)
+    rerun = progress(7, T + 5, 300)  # the batch a killed query re-runs: planned before the restart
+    (tmp_path / "progress.jsonl").write_text(json.dumps(rerun) + "\n")
+    assert q.watch() == "running" and q.under_restart_policy
+    (tmp_path / "progress.jsonl").write_text(json.dumps(rerun) + "\n" + json.dumps(progress(8, T + 9, 9000)) + "\n")
+    assert q.watch() == "running" and not q.under_restart_policy and starts == []
