@@ -77,6 +77,17 @@ def _cmd_capacity(args) -> int:
     return outcome.exit_code
 
 
+def _cmd_outage_cap(args) -> int:
+    from harness.commands.outage_cap import run_outage_cap
+    from harness.console import Console
+
+    _out_writable(args.out)
+    _, _, code = run_outage_cap(args.scenario, args.set, Path(args.out) if args.out else None,
+                                Console(quiet=True if args.quiet else None), max_trials=args.max_trials,
+                                drain_within_s=args.drain_within_s, replace=args.replace)
+    return code
+
+
 def _cmd_rehearse(args) -> int:
     from harness.commands.rehearse import rehearse
     from harness.console import Console
@@ -474,6 +485,20 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
     _replace_option(cp)
     cp.set_defaults(func=_cmd_capacity)
+
+    oc = sub.add_parser("outage-cap", help="the per-trigger cap (maxOffsetsPerTrigger / maxEventsPerTrigger) a "
+                        "query should restart with after its scenario's outage: the largest that neither fails "
+                        "(out of memory, a crash-loop) nor drains too slowly")
+    oc.add_argument("scenario", help="a name from scenarios/ or a path to a .toml file with one outage fault")
+    oc.add_argument("--set", action="append", default=[], metavar="dotted.key=value",
+                    help="override a scenario field for every trial (value parsed as TOML), repeatable")
+    oc.add_argument("--out", help="search directory (default runs/<UTC timestamp>-<scenario>-outage-cap)")
+    oc.add_argument("--max-trials", type=int, default=4, help="trials in all (default 4, at most 10)")
+    oc.add_argument("--drain-within-s", type=float, help="seconds after the restart the backlog must drain in "
+                    "(the topic's retention; default: the outage's drain_within_s)")
+    oc.add_argument("--quiet", action="store_true", help="no live progress (default when not a terminal or CI)")
+    _replace_option(oc)
+    oc.set_defaults(func=_cmd_outage_cap)
 
     sk = sub.add_parser("soak", help="one long run: traffic shapes cycling, faults on a seeded plan, checks "
                         "evaluated while it runs, resources and leaks, junit.xml and a CI summary")

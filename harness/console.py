@@ -173,6 +173,13 @@ class Console:
                       + (f", first data batch after {r['first_data_batch_after_s']:.1f} s"
                          if r.get("first_data_batch_after_s") is not None else "")
                       + (f", backlog peak {r['backlog_peak_events']:,.0f}" if r.get("backlog_peak_events") else ""))
+        for o in result.get("outages") or []:  # the restart after an outage (harness.analysis.outages)
+            first = o.get("first_batch")
+            self.info(f"outage #{o['n']}: backlog {o['backlog_events']:,}, aged out unread {o['expired_events']:,}; "
+                      + (f"first batch {first['rows']:,} rows in {first['duration_ms']:,} ms" if first else
+                         "no batch after the restart")
+                      + f"; {o['crashes']} failures" + (", given up on (crash-loop)" if o.get("gave_up") else "")
+                      + (f"; drained {o['drain_s']:.1f} s after the restart" if o.get("drain_s") is not None else ""))
         html = run_dir / "report.html"
         size = f" ({html.stat().st_size / 1e6:.2f} MB)" if html.exists() else ""
         self.info(f"{result['scenario']} on {result['backend']}: {verdict.upper()}{_deciding(result['checks'])}; "

@@ -466,6 +466,16 @@ def settle_faults(ctx: RunContext) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the restarted Spark query did not come back")
         time.sleep(0.25)
+    # a query brought back under a restart policy (an outage) is supervised through its first batch, each failure
+    # restarted, before the drain: a crash-loop plays out (and is given up on) here, never in the drain
+    query, started = ctx.query, time.monotonic()
+    allowed = ctx.scenario.spark.start_timeout_s * (query.failure_restarts + 2) + ctx.scenario.spark.drain_timeout_s
+    while query.under_restart_policy and not ctx.state.failed_as_declared:
+        if _supervise_query(ctx) in ("failed", "finished", "exited", "absent"):
+            break
+        if time.monotonic() - started > allowed:
+            raise TimeoutError(f"the restarted Spark query ran no batch within {allowed:g} s")
+        time.sleep(0.25)
 
 
 def drain(ctx: RunContext) -> None:
@@ -540,6 +550,11 @@ def stop_everything(ctx: RunContext) -> None:
         ctx.state.query = {"state": status.get("state"), "error": status.get("error"),
                               "exit_code": ctx.query.child.proc.returncode if ctx.query.child else None,
                               "kills": ctx.query.kills, "restarts": ctx.query.restarts}
+        if ctx.query.gave_up:  # a crash-loop given up on: failed, in the restart policy's words
+            ctx.state.query.update(state="failed", error=ctx.query.gave_up)
+        if ctx.query.crashes:  # failures a restart policy restarted (harness.faults.outage)
+            ctx.state.query.update(crashes=len(ctx.query.crashes), crash_list=[
+                {**c, "error": str(c.get("error") or "")[:500]} for c in ctx.query.crashes])
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
@@ -579,6 +594,12 @@ def _supervise_query(ctx: RunContext) -> str:
     if query is None or query.child is None or ctx.state.failed_as_declared:
         return "absent"
     state = query.watch(ctx.timeline)
+    if state == "gave_up":  # a crash-loop the restart policy bounded (harness.faults.outage)
+        if _declared_failure(ctx, query.gave_up or ""):
+            ctx.state.failed_as_declared = True
+            ctx.timeline.add("query_failed_as_declared", error=str(query.gave_up)[:300])
+            return "failed"
+        raise RuntimeError(f"the Spark query stopped during the run: {query.gave_up}")
     if state in ("failed", "finished", "exited"):
         status = query.status()
         if state == "failed" and _declared_failure(ctx, status.get("error") or ""):

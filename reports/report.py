@@ -52,7 +52,31 @@ def performance_section(result: dict) -> list[str]:
     recovery = recovery_rows(result)
     if recovery:
         parts += ["", "## Recovery per fault", "", RECOVERY_NOTE, "", _table(RECOVERY_HEAD, recovery)]
+    outages = result.get("outages") or []
+    if outages:
+        parts += ["", "## The restart after each outage", "", OUTAGE_NOTE, "",
+                  _table(OUTAGE_HEAD, [outage_row(o) for o in outages])]
     return parts
+
+
+OUTAGE_NOTE = ("The backlog is what the restarted query had to read at the restart; the first batch is the first one "
+               "it planned itself; the drain is timed from the restart until the lag was back within its band before "
+               "the outage (harness.analysis.outages). `harness outage-cap` searches the cap to restart with.")
+OUTAGE_HEAD = ["outage", "down s", "cap", "backlog", "aged out unread", "first batch rows", "first batch ms",
+               "peak RSS MB", "failures", "given up", "drain s", "drain events/s"]
+
+
+def outage_row(o: dict) -> list:
+    """One outage as a table row (what harness.analysis.outages measured)."""
+    first = o.get("first_batch") or {}
+    cap = o.get("cap") or {}
+    return [f"#{o['n']} ({o.get('stop')})", o.get("down_s"), f"{cap['option']} {cap['value']:,}" if cap else "none",
+            f"{o['backlog_events']:,}", f"{o['expired_events']:,}",
+            f"{first['rows']:,}" if first else "-", f"{first['duration_ms']:,}" if first else "-",
+            ", ".join(f"{k} {v:,.0f}" for k, v in (o.get("peak_rss_mb") or {}).items()) or "-",
+            o.get("crashes", 0), "yes" if o.get("gave_up") else "no",
+            "-" if o.get("drain_s") is None else f"{o['drain_s']:,.1f}",
+            "-" if not o.get("drain_eps") else f"{o['drain_eps']:,.0f}"]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from harness import clocks
 from harness.files import atomic
 from harness.records import environment
 from harness.analysis.changes import measure_changes
+from harness.analysis.outages import measure_outages
 from harness.analysis.figures import Drawn, fill_figures
 from harness.analysis.runview import (RunView, Unjudgeable, read_faults, read_run, read_up_to, reading,
                                       rows_are_events)
@@ -79,6 +81,7 @@ def measure(scenario: Scenario, run_dir: Path, state: RunState | dict,
         if not state.interrupted:  # stopped from outside: what was measured, nothing more to judge
             read_judged_outputs(view)
             result.changes = view.changes
+            result.outages = view.outages
         out.view = view
     except Exception as exc:  # noqa: BLE001 - the run still gets its result.json, saying why it is unjudged
         out.problem = str(exc) if isinstance(exc, Unjudgeable) else f"{type(exc).__name__}: {exc}"
@@ -92,6 +95,9 @@ def read_judged_outputs(view: RunView) -> None:
     run_dir = view.run_dir
     oracle = view.query_def.oracle
     view.changes = measure_changes(run_dir, view.faults.records, view.progress, view.query)
+    view.outages = measure_outages(view.faults.records, view.progress, view.query, view.resource_samples,
+                                   view.performance.recovery if view.performance else [],
+                                   view.state.ended_at or time.time())
     if view.scenario.soak is not None:
         view.live_checks = read_jsonl(run_dir / "live_checks.jsonl")
     wants_state = oracle in STATE_ORACLES and not view.faults.failed_as_expected

@@ -86,6 +86,7 @@ class RunView:
     state_read: dict[str, Any] | None = None  # the query's final state against its oracle's (harness.analysis.state)
     live_checks: list[dict] = field(default_factory=list)  # a soak's live evaluations (live_checks.jsonl)
     changes: list[dict] = field(default_factory=list)  # what each change on the checkpoint did (analysis.changes)
+    outages: list[dict] = field(default_factory=list)  # what each outage's restart did (analysis.outages)
     lag_samples: list[dict] = field(default_factory=list)  # the broker's end offsets, about once a second
     performance: Performance | None = None  # steady state, start-up, recovery per fault, keeping up
     warmup_s: float = 0.0  # the warm-up the traffic had: producers.warmup_s, or a caught_up one's (measure.json)

@@ -25,11 +25,11 @@ SEND_CHECKS = ("acked", "sends_resolved", "no_skipped_sends", "produce_rate")
 # system under test (harness.checkers.busy sets them aside then; every other check is about correctness and is
 # judged as always). Keeping up and its room (`sustained`, `headroom`), the latency limit (and a soak's live one,
 # its live throughput), the producers keeping their schedule (`produce_rate`, `no_skipped_sends`: the pacer fell
-# behind), a restart's time (`query_recovered`), and figures against a baseline run (`baseline`). Not `batch_cap`
-# (rows per batch against the source's cap: a count, not a time) nor `drained` (an undrained query leaves events
-# undelivered, which the correctness checks judge).
+# behind), a restart's time (`query_recovered`), an outage's drain (`outage_drained`), and figures against a
+# baseline run (`baseline`). Not `batch_cap` (rows per batch against the source's cap: a count, not a time) nor
+# `drained` (an undrained query leaves events undelivered, which the correctness checks judge).
 PERFORMANCE_CHECKS = frozenset({"sustained", "headroom", "latency_p99", "live_latency_p99", "live_throughput",
-                                "produce_rate", "no_skipped_sends", "query_recovered", "baseline"})
+                                "produce_rate", "no_skipped_sends", "query_recovered", "outage_drained", "baseline"})
 
 
 def oracle_checks(scenario: Scenario) -> list[str]:
@@ -60,6 +60,11 @@ def check_names(scenario: Scenario) -> list[str]:
         names.append("query_recovered")
     if "change" in kinds:  # harness.checkers.changes
         names += ["change_restarted", "change_in_force"] + (["change_state"] if state_checks(scenario) else [])
+    outages = [f for f in scenario.faults if f.kind == "outage"]  # harness.checkers.outages
+    if outages:
+        names += ["outage_backlog", "outage_crash_loop"] + (
+            ["outage_drained"] if any(f.drain_within_s is not None for f in outages) else []) + (
+            ["outage_expired"] if any(f.retention_ms is not None for f in outages) else [])
     cap = (getattr(scenario.backend, "batch_cap_option", None) or "").lower()  # a backend may have no cap option
     if cap and scenario.spark.trigger.kind != "once" and any(k.lower() == cap for k in scenario.spark.source_options):
         names.append("batch_cap")

@@ -58,7 +58,8 @@ def expected_failure(run: RunView) -> list[Check]:
 def query_recovered(run: RunView) -> list[Check]:
     """A fault that takes the query down (Effect.query_down: a killed driver, a tampered checkpoint) allows it to
     be down as long as a query start may take (spark.start_timeout_s, what the runner gives a restart): each such
-    injection must be followed by a batch of the restarted query within that, timed from the injection to the
+    injection must be followed by a batch of the restarted query within that, timed from the injection (from the
+    restart, for a fault that kept the query down on purpose and says when it brought it back: an outage) to the
     first batch that started after it. Not judged when the query stopped for good with a failure a fault
     declared."""
     downs = [f for f, e in zip([f for f in run.faults.records if f["injected_at"] is not None], run.faults.effects)
@@ -72,8 +73,10 @@ def query_recovered(run: RunView) -> list[Check]:
     starts = sorted(epoch_s(p["timestamp"]) for p in run.progress if "timestamp" in p)
     back = []
     for f in downs:
-        after = next((t for t in starts if t >= f["injected_at"]), None)
-        back.append(None if after is None else after - f["injected_at"])
+        # a fault that holds the query down on purpose (an outage) is timed from when it brought it back
+        ref = float((f.get("detail") or {}).get("heal_restarted_at") or f["injected_at"])
+        after = next((t for t in starts if t >= ref), None)
+        back.append(None if after is None else after - ref)
     late = [f"{f['kind']} #{f['n']}" + (" never" if s is None else f" after {s:,.1f} s") for f, s in zip(downs, back)
             if s is None or s > allowed]
     worst = max((s for s in back if s is not None), default=None)

@@ -88,14 +88,19 @@ class Retention(Fault):
                 "query_planned_up_to": ctx.planned_offsets()}
 
     def _settled(self, ctx) -> tuple[dict[int, int], int]:
-        """Log start offsets once they no longer move (a retention pass may be running while configs change)."""
-        deadline = time.monotonic() + self.options.settle_timeout_s
-        last, same, reads = None, 0, 0
-        while True:
-            now = ctx.backend.start_offsets(ctx.stream)
-            reads += 1
-            same = same + 1 if now == last else 1
-            last = now
-            if same >= STABLE_READS or time.monotonic() > deadline:
-                return now, reads
-            time.sleep(1.0)
+        return settled_start_offsets(ctx, self.options.settle_timeout_s)
+
+
+def settled_start_offsets(ctx, timeout_s: float) -> tuple[dict[int, int], int]:
+    """Log start offsets once they no longer move (a retention pass may be running while configs change), and
+    the reads it took; at `timeout_s` the last read."""
+    deadline = time.monotonic() + timeout_s
+    last, same, reads = None, 0, 0
+    while True:
+        now = ctx.backend.start_offsets(ctx.stream)
+        reads += 1
+        same = same + 1 if now == last else 1
+        last = now
+        if same >= STABLE_READS or time.monotonic() > deadline:
+            return now, reads
+        time.sleep(1.0)

@@ -153,6 +153,10 @@ class RunResult(BaseModel):
     changes: list[dict[str, Any]] = Field(default_factory=list, description=(
         "every change rolled out on the checkpoint (harness.faults.change): restarted or refused, the Spark "
         "before and after, each changed setting requested against the one in force and where that was read"))
+    outages: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "every outage (harness.faults.outage): the backlog the restarted query came back to, its first batch "
+        "(rows, time, the Spark processes' peak RSS), the failures after the restart and whether the restart "
+        "policy gave up (a crash-loop), the drain's time and rate, the records that aged out unread"))
     oracle: dict[str, Any] | None = Field(None, description="the query's oracle's own figures (null: the harness's "
                                                             "per-event rules judged)")
     source: dict[str, Any] = Field(default_factory=dict,

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -98,6 +99,10 @@ def _with_class_archive(conf: dict[str, str]) -> Path | None:
     return dump
 
 
+# the error class a query given up on after a crash-loop fails with (the harness's, as Spark names its own)
+CRASH_LOOP = "QUERY_CRASH_LOOP"
+
+
 class SparkQueryProcess:
     def __init__(self, run_dir: Path, supervisor: Supervisor, *, source: SparkSource | None, master: str,
                  conf: dict[str, str], trigger: dict, sink: str = "parquet", output_mode: str = "append",
@@ -172,6 +177,12 @@ class SparkQueryProcess:
         self.restarts = 0
         self.changes = 0  # times `change` replaced the job
         self._killed = False  # the current process was killed on purpose: restart it
+        self._held = False  # taken down on purpose and kept down (harness.faults.outage): no restart until released
+        self._restarting_failures = False  # a restart policy in force (bring_back): failures are restarted
+        self._through_batch = -1  # ... until a batch past this one completes
+        self.failure_restarts = 0  # failures still to restart from (an outage's supervisor: a crash-loop's bound)
+        self.crashes: list[dict] = []  # each failure restarted from: {"at", "state", "error"}
+        self.gave_up: str | None = None  # why the supervisor stopped restarting a crash-looping query
         self._lock = threading.Lock()
         self._child_env: dict[str, str] = {}  # the environment the running driver started with
 
@@ -328,12 +339,71 @@ class SparkQueryProcess:
                 self.runtime, self.python = new.runtime, new.python  # another Spark (an upgrade, a downgrade)
             return code
 
+    def take_down(self, graceful: bool) -> int | None:
+        """Stop the driver and keep it down until `bring_back` (an outage, harness.faults.outage): `graceful` asks
+        the query to stop between batches (killed if it has not exited within a minute), else SIGKILL."""
+        with self._lock:
+            self._killed = self._held = True
+            self.kills += 1
+            if graceful and self.child is not None and self.child.alive():
+                (self.control / "stop").touch()
+                if self.wait_exit(60) is None:
+                    self.child.stop_signal = signal.SIGKILL
+            return self.stop(hard=not graceful)
+
+    def bring_back(self, failure_restarts: int | None = None, through_batch: int = -1) -> None:
+        """End an outage: `watch` restarts the query from its checkpoint, and restarts it again after each of
+        up to `failure_restarts` failures (a production supervisor's restart policy: a crash-loop, bounded; None:
+        none, a failure ends the query as usual). The policy ends once a batch after `through_batch` (the last one
+        planned before the restart, which a killed query re-runs first) has completed."""
+        with self._lock:
+            self._held, self._through_batch = False, through_batch
+            self._restarting_failures = failure_restarts is not None
+            self.failure_restarts = failure_restarts or 0
+
+    @property
+    def under_restart_policy(self) -> bool:
+        """A restart policy is in force: the query brought back has not yet completed a batch, nor been given up."""
+        return self._restarting_failures
+
+    def _ran_a_batch(self) -> bool:
+        """Whether the running driver completed a batch planned after the restart: the last progress record
+        started after its start, with an id past `bring_back`'s `through_batch`."""
+        path = self.run_dir / "progress.jsonl"
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 65_536))
+                lines = f.read().split(b"\n")
+        except OSError:
+            return False
+        for line in reversed(lines):
+            try:
+                record = json.loads(line)
+                stamp, batch = record["timestamp"], int(record["batchId"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            at = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            return at >= self.started_at and batch > self._through_batch
+        return False
+
+    def stop_restarting(self) -> None:
+        """The supervisor's restart policy ends (the outage's query ran its backlog, or the run ends)."""
+        with self._lock:
+            self._restarting_failures, self.failure_restarts = False, 0
+
     def watch(self, timeline=None) -> str:
-        """'running' | 'restarting' (started again after a kill, not yet running its query) | 'failed' |
-        'finished' (once/availableNow ended on their own) | 'exited' (ended otherwise)."""
+        """'running' | 'restarting' (started again after a kill, not yet running its query; or held down) |
+        'failed' | 'finished' (once/availableNow ended on their own) | 'exited' (ended otherwise) | 'gave_up' (it
+        failed again after its last allowed restart: a crash-loop, `gave_up` says why)."""
         with self._lock:
             if self.child is None:
                 return "exited"
+            if self.gave_up:
+                return "gave_up"
+            if not self.child.alive() and self._held:
+                return "restarting"
+            if not self.child.alive() and not self._killed and self._restarting_failures:
+                return self._after_failure(timeline)
             if not self.child.alive():
                 if self._killed:
                     self._killed = False
@@ -345,6 +415,33 @@ class SparkQueryProcess:
                 state = self.status().get("state")
                 return {"failed": "failed", "finished": "finished", "drained": "finished"}.get(state, "exited")
             state = self.status().get("state")
+            if state == "failed" and self._restarting_failures:  # it will exit: restarted or given up then
+                return "restarting"
+            if state == "started" and self._restarting_failures and self._ran_a_batch():
+                self._restarting_failures, self.failure_restarts = False, 0  # through its first batch: no loop
             if state == "failed":  # the query is gone though its driver is still stopping: no reason to wait
                 return "failed"
             return "running" if state == "started" else "restarting"
+
+    def _after_failure(self, timeline) -> str:
+        """A driver that ended on its own under a restart policy: restarted while restarts are left, else given
+        up on (the crash-loop bounded). Called with the lock held."""
+        status = self.status()
+        if status.get("state") in ("finished", "drained"):
+            return "finished"
+        crash = {"at": time.time(), "state": status.get("state"), "error": str(status.get("error") or "")[:2000],
+                 "exit_code": self.child.proc.returncode if self.child else None}
+        self.crashes.append(crash)
+        if self.failure_restarts <= 0:
+            self._restarting_failures = False
+            self.gave_up = (f"[{CRASH_LOOP}] the query failed {len(self.crashes)} times after its restart and "
+                            f"was not restarted again; last error: {crash['error'][:300] or 'none recorded'}")
+            if timeline is not None:
+                timeline.add("query_gave_up", crashes=len(self.crashes))
+            return "gave_up"
+        self.failure_restarts -= 1
+        self.restarts += 1
+        self.start()
+        if timeline is not None:
+            timeline.add("query_restarted_after_failure", n=len(self.crashes), error=crash["error"][:300])
+        return "restarting"
