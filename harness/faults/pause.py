@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import time
 from typing import Literal
@@ -30,7 +31,8 @@ from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
 from harness.faults.driver_kill import _killpg, _wait_stopped, batch_in_flight, needs_running_query, rewritable, \
     wait_running
-from harness.faults.executor_kill import LOCAL_CLUSTER, REPLACEMENT_TIMEOUT_S, executors, expected_executors
+from harness.faults.executor_kill import (LOCAL_CLUSTER, REPLACEMENT_TIMEOUT_S, _driver_log_tail, executors,
+                                         expected_executors)
 from harness.text.durations import spark_time_string_ms
 
 EXIT_WATCH_S = 15.0  # after the heal, how long to watch whether the resumed executor JVM exits (or lingers)
@@ -169,8 +171,11 @@ class Pause(Fault):
         detail = {"paused_s": round(time.monotonic() - paused["at"], 2), "alive_at_resume": alive}
         if alive:
             (_killpg if paused["group"] else _kill)(pid, signal.SIGCONT)
-        if paused["group"]:
-            return detail
+        if paused["group"]:  # what Spark did about it shows a moment later: recorded, not declared
+            time.sleep(min(EXIT_WATCH_S, float(self.options.heal_after_s or 0.0)))
+            log = _driver_log_tail(ctx)
+            return {**detail, "driver_log_heartbeat_timeouts": len(re.findall(r"with no recent heartbeats", log)),
+                    "driver_log_lost_executor": len(re.findall(r"Lost executor \S+ on", log))}
         return {**detail, **self._after_executor_resumed(ctx, pid, paused["executor_id"])}
 
     def _after_executor_resumed(self, ctx, pid: int, executor_id: str) -> dict:

@@ -54,9 +54,12 @@ def classify(first: dict, second: dict) -> tuple[str, str]:
         return d.get("state") == "failed" and bool(CONCURRENT.search(d.get("error") or ""))
 
     def said(d: dict) -> str:
+        """The concurrent-update error if that is what it says, else its first error class, else its start."""
         error = d.get("error") or ""
-        m = re.search(r"\[([A-Z_]+(?:\.[A-Z_]+)?)\]", error) or CONCURRENT.search(error)
-        return (m.group(1) if m and m.groups() else m.group(0) if m else error[:120]) or "no error"
+        if (m := CONCURRENT.search(error)) is not None:
+            return m.group(0)
+        m = re.search(r"\[([A-Z_]+(?:\.[A-Z_]+)?)\]", error)
+        return (m.group(1) if m else error[:120]) or "no error"
 
     if concurrent(first):
         return "first_failed", f"the running query failed ({said(first)}) after the second driver's start"

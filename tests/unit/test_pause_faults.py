@@ -18,7 +18,8 @@ from tests.unit.test_checkers_literal import view
 
 # lines as Spark 4.3's driver writes them (WARN and above: the harness's log level)
 DRIVER_LOG = """\
-26/11/29 00:40:01 WARN HeartbeatReceiver: Removing executor 1 with no recent heartbeats: 12345 ms exceeds timeout 10000 ms
+26/11/29 00:40:01 WARN HeartbeatReceiver: Removing executor 1 with no recent heartbeats: 12345 ms exceeds timeout \
+10000 ms
 26/11/29 00:40:01 ERROR TaskSchedulerImpl: Lost executor 1 on 127.0.0.1: Executor heartbeat timed out after 12345 ms
 26/11/29 00:40:01 WARN TaskSetManager: Lost task 3.0 in stage 7.0 (TID 50) (127.0.0.1 executor 1): ExecutorLostFailure
 26/11/29 00:40:12 ERROR TaskSchedulerImpl: Lost an executor 1 (already removed): Command exited with code 137
