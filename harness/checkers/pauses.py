@@ -53,6 +53,8 @@ def spark_logged(run: RunView) -> list[Check]:
     if stranded:  # a task lost with its executor and never run again: its rows are missing or the batch hung
         wrong.append(f"tasks lost with their executor and never re-run: {stranded}")
     reasons = "; ".join(f"executor {e} lost: {r[0]}" for e, r in sorted(run.spark_log.get("lost_reasons", {}).items()))
+    tasks = ", ".join(f"executor {e}: {n} lost, {rerun.get(e, 0)} re-run elsewhere" for e, n in sorted(lost.items()))
+    said += [f"tasks lost with their executor: {tasks}"] if tasks else []
     return [Check("spark_logged", not wrong, "; ".join(wrong + said) + (f" ({reasons})" if reasons else ""))]
 
 
