@@ -150,7 +150,7 @@ class Pause(Fault):
         deadline = time.monotonic() + self.options.mid_batch_timeout_s
         while batch_in_flight(ctx) is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        found = executors(ctx)
+        found = _jvms(executors(ctx))
         pid = rng.choice(sorted(found))
         self.effect.duplicates = rewritable(ctx)  # read before the freeze: its tasks may be re-run elsewhere
         batch = batch_in_flight(ctx)
@@ -194,6 +194,21 @@ class Pause(Fault):
             time.sleep(0.5)
         return {"cluster_whole_after_s": round(whole_after, 2), "executors": {str(k): v for k, v in now.items()},
                 "resumed_jvm_alive": _alive(pid), "resumed_jvm_listed": pid in executors(ctx)}
+
+
+def _jvms(found: dict[int, str]) -> dict[int, str]:
+    """The executor JVMs themselves: not a child a JVM forked a moment ago (before its exec it carries the same
+    command line, so it looks like an executor too)."""
+    import psutil
+
+    out = {}
+    for pid, executor_id in found.items():
+        try:
+            if psutil.Process(pid).ppid() not in found:
+                out[pid] = executor_id
+        except psutil.NoSuchProcess:
+            continue
+    return out
 
 
 def _alive(pid: int) -> bool:
