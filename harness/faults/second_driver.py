@@ -36,6 +36,7 @@ CONCURRENT_ERROR = "CONCURRENT_STREAM_LOG_UPDATE"
 CONCURRENT = re.compile(r"CONCURRENT_STREAM_LOG_UPDATE|CONCURRENT_QUERY|concurrently using|FileAlreadyExists")
 SUBDIR = "second-driver"
 STOP_WAIT_S = 30.0
+HEAL_WAIT_S = 100.0  # the nemesis gives a heal 120 s past its time before it gives up on the schedule
 
 
 class SecondDriverOptions(FaultOptions):
@@ -44,8 +45,9 @@ class SecondDriverOptions(FaultOptions):
     expect: Literal[tuple(CONCURRENT_OUTCOMES)] = Field("second_refused", description=(  # type: ignore[valid-type]
         "the declared outcome: " + "; ".join(f"{k}: {v}" for k, v in CONCURRENT_OUTCOMES.items())))
     run_s: float = Field(20.0, gt=0, le=600, description=(
-        "the heal waits until the second driver's query has run at least this long (or ended): its start-up "
-        "(a JVM, a session) may take longer than duration_s on a busy machine"))
+        "once the second driver's query has completed a batch, the heal lets it run at least this long (or end); "
+        "before that it waits for its start and its first batch or failure (a JVM, a session and a first batch "
+        "may take longer than duration_s on a busy machine), 100 s at most"))
 
 
 def classify(first: dict, second: dict) -> tuple[str, str]:
@@ -140,8 +142,12 @@ class SecondDriver(Fault):
 
 
     def _let_it_run(self, ctx, proc) -> float | None:
-        """Wait (up to spark.start_timeout_s for its start) until the second driver's query has run `run_s`, or
-        its driver ended; how long its query ran by then (None: it never started its query)."""
+        """Wait (all in all at most HEAL_WAIT_S: the schedule gives a heal two minutes) until the second driver's
+        query has started, then until it ended or completed a batch (a fresh driver's first batch is slow), then,
+        if it completed one, until it has run `run_s` or ended; how long its query ran by then (None: it never
+        started its query)."""
+        deadline = time.monotonic() + HEAL_WAIT_S
+
         def started_at() -> float | None:
             marks = [m for m in proc.marks() if m.get("mark") == "query_started"]
             return float(marks[-1]["at"]) if marks else None
@@ -149,17 +155,26 @@ class SecondDriver(Fault):
         def ended() -> bool:
             return proc.child is None or not proc.child.alive() or proc.status().get("state") == "failed"
 
-        try:
-            ctx.wait_for(lambda: started_at() is not None or ended(), ctx.scenario.spark.start_timeout_s,
-                         "the second driver to start its query", interval=0.5)
-        except TimeoutError:
+        def wait(done) -> bool:
+            while not done():
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.25)
+            return True
+
+        if not wait(lambda: started_at() is not None or ended()) or (begun := started_at()) is None:
             return None
-        begun = started_at()
-        if begun is None:
-            return None
-        while not ended() and time.time() - begun < self.options.run_s:
-            time.sleep(0.25)
+        if wait(lambda: ended() or _batches(proc.run_dir)) and not ended():
+            wait(lambda: ended() or time.time() - begun >= self.options.run_s)
         return round(time.time() - begun, 2)
+
+
+def _batches(run_dir) -> bool:
+    """Whether a driver wrote a progress record (completed a batch)."""
+    try:
+        return (run_dir / "progress.jsonl").stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _end_of(proc, since: float) -> dict:
