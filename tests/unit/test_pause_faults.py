@@ -171,3 +171,17 @@ def test_a_pause_without_a_duration_or_of_an_executor_inside_the_driver_is_refus
     path.write_text(head + '[spark]\nmaster = "local[2]"\n[[faults]]\nkind = "pause"\nat_s = 1\nduration_s = 5\n')
     with pytest.raises(ConfigError, match=r"target = \"executor\" needs spark.cluster"):
         load_scenario(str(path))
+
+
+def test_expecting_the_running_query_to_fail_declares_its_failure_and_only_then(tmp_path):
+    from harness.faults.second_driver import SecondDriver, SecondDriverOptions
+
+    first = SecondDriver(SecondDriverOptions(at_s=1, duration_s=5, expect="first_failed"))
+    assert first.effect.failure == "CONCURRENT_STREAM_LOG_UPDATE" and first.effect.concurrent == "first_failed"
+    refused = SecondDriver(SecondDriverOptions(at_s=1, duration_s=5))
+    assert refused.effect.failure is None and refused.effect.concurrent == "second_refused"
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\n[producers]\nrate = { kind = "constant", eps = 10 }\n'
+                    '[[faults]]\nkind = "second_driver"\nat_s = 1\n')
+    with pytest.raises(ConfigError, match="needs duration_s > 0"):
+        load_scenario(str(path))
