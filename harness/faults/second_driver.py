@@ -34,6 +34,7 @@ from harness.faults.driver_kill import needs_running_query, wait_running
 CONCURRENT_ERROR = "CONCURRENT_STREAM_LOG_UPDATE"
 # how Spark says another driver wrote a log entry first (the error class, the legacy message, the file system's)
 CONCURRENT = re.compile(r"CONCURRENT_STREAM_LOG_UPDATE|CONCURRENT_QUERY|concurrently using|FileAlreadyExists")
+QUERY_IDS = re.compile(r"\[id = ([0-9a-f-]+), runId = ([0-9a-f-]+)\]")  # StreamingQueryException's "Identifier:"
 SUBDIR = "second-driver"
 STOP_WAIT_S = 30.0
 HEAL_WAIT_S = 100.0  # the nemesis gives a heal 120 s past its time before it gives up on the schedule
@@ -197,6 +198,9 @@ def _end_of(proc, since: float) -> dict:
         pass
     ids.update([str(status["id"])] if status.get("id") else [])
     run_ids.update([str(status["run_id"])] if status.get("run_id") else [])
+    if (m := QUERY_IDS.search(status.get("error") or "")) is not None:  # a failed query names both in its error
+        ids.add(m.group(1))
+        run_ids.add(m.group(2))
     return {"state": status.get("state"), "error": (status.get("error") or "")[:2000] or None,
             "alive": proc.child is not None and proc.child.alive(), "batches": batches,
             "ids": sorted(ids), "run_ids": sorted(run_ids)}

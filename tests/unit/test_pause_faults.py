@@ -185,3 +185,23 @@ def test_expecting_the_running_query_to_fail_declares_its_failure_and_only_then(
                     '[[faults]]\nkind = "second_driver"\nat_s = 1\n')
     with pytest.raises(ConfigError, match="needs duration_s > 0"):
         load_scenario(str(path))
+
+
+def test_a_drivers_end_names_its_query_and_run_id_also_when_it_failed_before_any_progress(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.faults.second_driver import _end_of
+
+    error = ("[STREAM_FAILED] " + CONCURRENT + "\n=== Streaming Query ===\nIdentifier: query_under_test "
+             "[id = b8efbd47-1b85-4ebd-93c3-7479668a5e72, runId = 5940eea1-f58b-44bb-8e42-60bc52f272ae]\n")
+    failed = SimpleNamespace(status=lambda: {"state": "failed", "error": error}, run_dir=tmp_path, child=None)
+    end = _end_of(failed, since=0.0)
+    assert end["ids"] == ["b8efbd47-1b85-4ebd-93c3-7479668a5e72"]
+    assert end["run_ids"] == ["5940eea1-f58b-44bb-8e42-60bc52f272ae"] and end["batches"] == []
+    (tmp_path / "progress.jsonl").write_text(
+        '{"id": "q1", "runId": "r0", "timestamp": "1970-01-01T00:16:30.000Z", "batchId": 3}\n'
+        '{"id": "q1", "runId": "r1", "timestamp": "1970-01-01T00:16:50.000Z", "batchId": 4}\n')
+    running = SimpleNamespace(status=lambda: {"state": "started", "id": "q1", "run_id": "r1"}, run_dir=tmp_path,
+                              child=None)
+    end = _end_of(running, since=1000.0)  # 00:16:40: the first record is from before
+    assert (end["batches"], end["ids"], end["run_ids"]) == ([4], ["q1"], ["r1"])
