@@ -38,6 +38,38 @@ class DupRange:
 
 
 @dataclass
+class LogExpectation:
+    """What Spark must have logged about a fault, counted by the measuring step (harness.analysis.spark_log) and
+    judged by `spark_logged`: `what` is one of SPARK_LOG_EVENTS, `executor` the Spark executor id it is about (None:
+    any), and its count must lie in [minimum, maximum] (maximum None: no upper bound). A fault that pauses an
+    executor past spark.network.timeout declares its removal; one shorter than that declares none."""
+
+    what: str
+    executor: str | None = None
+    minimum: int = 0
+    maximum: int | None = None
+
+
+# what the measuring step counts, and where Spark says it
+SPARK_LOG_EVENTS = {
+    "heartbeat_timeout": "the driver's log: HeartbeatReceiver removing an executor with no recent heartbeats",
+    "executor_lost": "the driver's log: TaskSchedulerImpl's \"Lost executor <id> on <host>: <reason>\"",
+    "tasks_lost": "the event log: tasks that ended with ExecutorLostFailure on the executor",
+    "tasks_rerun": "the event log: of those, tasks a later attempt of which succeeded on another executor",
+}
+
+
+# what a second driver started on a running query's checkpoint came to (harness.faults.second_driver), as measured
+CONCURRENT_OUTCOMES = {
+    "second_refused": "the second driver failed before committing a batch, with Spark's concurrent-update error",
+    "second_failed": "the second driver committed batches, then failed with Spark's concurrent-update error",
+    "first_failed": "the running query failed with Spark's concurrent-update error; the second ran on",
+    "both_ran": "both drivers ran batches on the checkpoint and neither failed",
+    "other": "anything else (a driver failed with another error, or the second never started its query)",
+}
+
+
+@dataclass
 class Effect:
     loss: list[LossRange] = field(default_factory=list)
     duplicates: list[DupRange] = field(default_factory=list)  # input ranges whose events may be written twice
@@ -47,11 +79,17 @@ class Effect:
     new_generation_ms: float | None = None  # the stream was recreated then: its offsets restart at 0
     expect_source: dict[str, int] = field(default_factory=dict)  # source task counters that must reach these
     gap_visible: bool = False  # the source can see the whole removed range (it still exists around it)
+    expect_log: list[LogExpectation] = field(default_factory=list)  # what Spark must have logged (spark_logged)
+    query_paused: bool = False  # the driver or an executor frozen, not killed: the same driver must carry on
+    concurrent: str | None = None  # a second driver on the checkpoint: the outcome declared (CONCURRENT_OUTCOMES)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if not out["duplicates"]:  # only faults that declare some say so (recorded runs read as they were)
             del out["duplicates"]
+        for key in ("expect_log", "query_paused", "concurrent"):  # likewise: only the faults that declare them
+            if not out[key]:
+                del out[key]
         return out
 
     @classmethod
@@ -60,5 +98,7 @@ class Effect:
                    duplicates=[DupRange(**r) for r in data.get("duplicates", [])], failure=data.get("failure"),
                    query_down=bool(data.get("query_down")), send_failures=bool(data.get("send_failures")),
                    new_generation_ms=data.get("new_generation_ms"), expect_source=dict(data.get("expect_source") or {}),
-                   gap_visible=bool(data.get("gap_visible")))
+                   gap_visible=bool(data.get("gap_visible")),
+                   expect_log=[LogExpectation(**r) for r in data.get("expect_log", [])],
+                   query_paused=bool(data.get("query_paused")), concurrent=data.get("concurrent"))
 

@@ -27,6 +27,7 @@ from harness.analysis.outages import measure_outages
 from harness.analysis.figures import Drawn, fill_figures
 from harness.analysis.runview import (RunView, Unjudgeable, read_faults, read_run, read_up_to, reading,
                                       rows_are_events)
+from harness.analysis.spark_log import read_spark_log
 from harness.analysis.state import read_state
 from harness.faults.change import state_dir_at
 from harness.config import Scenario
@@ -98,6 +99,8 @@ def read_judged_outputs(view: RunView) -> None:
     view.outages = measure_outages(view.faults.records, view.progress, view.query, view.resource_samples,
                                    view.performance.recovery if view.performance else [],
                                    view.state.ended_at or time.time())
+    if any(e.expect_log for e in view.faults.effects):  # harness.analysis.spark_log: judged by spark_logged
+        view.spark_log = read_spark_log(run_dir)
     if view.scenario.soak is not None:
         view.live_checks = read_jsonl(run_dir / "live_checks.jsonl")
     wants_state = oracle in STATE_ORACLES and not view.faults.failed_as_expected

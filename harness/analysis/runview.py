@@ -91,6 +91,7 @@ class RunView:
     performance: Performance | None = None  # steady state, start-up, recovery per fault, keeping up
     warmup_s: float = 0.0  # the warm-up the traffic had: producers.warmup_s, or a caught_up one's (measure.json)
     warmup_end: dict[str, Any] | None = None  # how a caught_up warm-up ended (harness.analysis.warmup)
+    spark_log: dict[str, dict] | None = None  # what Spark logged per executor, when a fault declared some
 
     @property
     def rate(self):

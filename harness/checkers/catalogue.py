@@ -58,6 +58,7 @@ def check_names(scenario: Scenario) -> list[str]:
         names.append("faults_applied")
     if any(FAULTS[kind].takes_query_down for kind in kinds):
         names.append("query_recovered")
+    names += [name for kind in sorted(kinds) for name in FAULTS[kind].checks]  # harness.checkers.pauses
     if "change" in kinds:  # harness.checkers.changes
         names += ["change_restarted", "change_in_force"] + (["change_state"] if state_checks(scenario) else [])
     outages = [f for f in scenario.faults if f.kind == "outage"]  # harness.checkers.outages

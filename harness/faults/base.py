@@ -115,6 +115,8 @@ class Fault:
     # its injection takes the query down for a while (Effect.query_down, set by `inject`): a run is then judged on
     # the restarted query's first batch (`query_recovered`), known before the run from this declaration
     takes_query_down: ClassVar[bool] = False
+    # the checks of its own its declared effect is judged by (harness.checkers.pauses), listed before the run
+    checks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: FaultOptions):
         self.options = options
