@@ -35,7 +35,7 @@ from harness.records.history import torn_tail
 from harness.files.jsonl import read_jsonl, unreadable_in
 from harness.oracles import run_oracle
 from harness.records.placements import apply_placements, load_placements
-from harness.queries import resolve
+from harness.queries import importable, resolve
 from harness.records.result import RunResult
 from harness.records.runstate import RunState
 from harness.sinks import EVENT_COLUMNS, sink_part
@@ -72,6 +72,8 @@ def measure(scenario: Scenario, run_dir: Path, state: RunState | dict,
     result.unreadable = unreadable(run_dir)
     out = Measured(scenario, run_dir, state, result)
     try:
+        if ":" in scenario.spark.query and state.scenario_dir and Path(state.scenario_dir).is_dir():
+            importable(state.scenario_dir)  # a user's query module, where the run found it (a re-judge from elsewhere)
         query_def = resolve(scenario.spark.query)
         result.query.oracle = str(query_def.oracle)
         fault_facts = read_faults(run_dir, state.query)
