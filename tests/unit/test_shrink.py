@@ -203,3 +203,22 @@ def test_the_budget_bounds_the_runs(tmp_path, monkeypatch):
     summary = json.loads((out / "shrink.json").read_text())
     assert code == 0 and len(ran) == 3 and summary["complete"] is False
     assert summary["outcome"] == "smaller, not proven minimal"
+
+
+def test_a_run_of_a_users_query_is_measured_from_anywhere(tmp_path, monkeypatch):
+    """The measuring step imports a user's query module from where the run found it (run_state.json's
+    scenario_dir): `harness check` and a shrink re-judge such a run from another directory."""
+    import sys
+
+    from harness.analysis.measure import measure
+    from harness.records.runstate import RunState
+
+    home = SCENARIOS_DIR.parent / "tests" / "fixtures" / "shrink"
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p).resolve() != home.resolve()])
+    sys.modules.pop("pause_then_restart", None)
+    scenario = validate_resolved(tomllib.loads((home / "scenario.toml").read_text()), "fixture")
+    monkeypatch.chdir(tmp_path)
+    nowhere = measure(scenario, tmp_path, RunState(scenario_dir=None))
+    assert "No module named 'pause_then_restart'" in (nowhere.problem or "")
+    found = measure(scenario, tmp_path, RunState(scenario_dir=str(home)))
+    assert found.result.query.oracle == "events", found.problem
