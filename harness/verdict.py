@@ -17,7 +17,8 @@ import traceback
 
 from harness.analysis.measure import Measured
 from harness.check import Check, verdict_of
-from harness.checkers import Checker, batch_cap, changes, events, faults, oracle, run as run_checks, source, sustained
+from harness.checkers import (Checker, batch_cap, changes, checkpoint, events, faults, oracle, run as run_checks, source,
+                              sustained)
 from harness.checkers.busy import set_aside_when_busy, unjudged_reason
 from harness.checkers.catalogue import check_names
 from harness.checkers.state import state_matches
@@ -29,7 +30,8 @@ CHECKERS: tuple[Checker, ...] = (
     run_checks.completed, events.drained, oracle.oracle, state_matches, events.sends, events.latency,
     sustained.sustained, sustained.headroom, events.producers_reported,
     faults.faults_applied, faults.expected_failure, faults.query_recovered, changes.change_restarted,
-    changes.change_in_force, changes.change_state, batch_cap.batch_cap, source.source,
+    changes.change_in_force, changes.change_state, batch_cap.batch_cap, checkpoint.checkpoint_cost,
+    checkpoint.checkpoint_storage, source.source,
     soak)
 
 
