@@ -17,8 +17,8 @@ import traceback
 
 from harness.analysis.measure import Measured
 from harness.check import Check, verdict_of
-from harness.checkers import (Checker, batch_cap, changes, checkpoint, events, faults, oracle, run as run_checks, source,
-                              sustained)
+from harness.checkers import (Checker, batch_cap, changes, checkpoint, events, faults, oracle, run as run_checks,
+                              source, sustained)
 from harness.checkers.busy import set_aside_when_busy, unjudged_reason
 from harness.checkers.catalogue import check_names
 from harness.checkers.state import state_matches
