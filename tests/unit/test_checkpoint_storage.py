@@ -128,7 +128,10 @@ def test_a_throttle_that_answered_no_503_or_a_fault_no_request_met_fails():
     assert judged(throttle, throttled=0).status == "fail"
     assert judged(throttle, requests=0, throttled=0).status == "fail"
     assert judged(reset, reset=3).status == "pass"
-    assert judged(reset, reset=0, refused=0).status == "fail"
+    assert judged(reset, reset=0, refused=0).status == "unknown"  # nothing open at its instant: nothing shown
+    kept = CheckpointStorageOptions(mode="reset", keep_resetting=True, window=(10, 20))
+    assert judged(kept, requests=0, refused=9).status == "pass"
+    assert judged(kept, requests=30, refused=0).status == "fail"  # the requests went through: it reset nothing
     (w,) = ckpt.fault_windows([{**record(0, 1, 10.0, 20.0), "detail": {}}], None)
     assert storage_check([(w, throttle, {})], {}, asynchronous=False).status == "unknown"  # never counted
 
