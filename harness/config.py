@@ -205,6 +205,10 @@ class SparkSpec(Strict):
     changelog_checkpointing: bool = Field(False, description=(
         "with state_store = \"rocksdb\": each batch checkpoints the changes (changelog files) and snapshots "
         "only now and then (spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled)"))
+    checkpoint_store: Literal["local", "s3"] = Field("local", description=(
+        "where the checkpoint (and the file sink) is written: local (the run directory) or s3 (an S3 server, moto, "
+        "behind the harness's TCP proxy, through Hadoop's S3A connector: harness.objstore; a checkpoint_storage "
+        "fault then acts on it); with s3 the run copies both into the run directory at its end"))
     driver_memory: str = Field("1g", description=(
         "the query driver's heap (-Xmx): an integer with k, m, g or t, at least 512m, at most this machine's memory"))
     start_timeout_s: float = Field(180.0, gt=0, le=3600, description="seconds the query may take to start before the "
@@ -290,6 +294,19 @@ class SparkSpec(Strict):
         return conf
 
     @model_validator(mode="after")
+    def _checkpoint_store(self):
+        """The store's connector is built for the project's Spark (Hadoop 3.5.0) and reached on loopback, by a
+        driver whose executors run beside it."""
+        if self.checkpoint_store == "s3":
+            if self.pyspark is not None:
+                raise ValueError(f"checkpoint_store = \"s3\" runs on the project's PySpark (its S3A connector is "
+                                 f"Hadoop 3.5.0's): leave pyspark out (it is {self.pyspark!r})")
+            if self.cluster != "none" or not self.master.startswith("local["):
+                raise ValueError("checkpoint_store = \"s3\" needs a local[N] master (the store listens on "
+                                 f"127.0.0.1); got master = {self.master!r}, cluster = {self.cluster!r}")
+        return self
+
+    @model_validator(mode="after")
     def _pyspark_runs_it(self):
         """An older PySpark line runs the query in local mode and without what came after it (real-time mode):
         refused now, naming the field, not at the query's start (harness.spark.runtimes)."""
@@ -330,6 +347,10 @@ class ChecksSpec(Strict):
         "require the `headroom` check: the fraction of the processingTime trigger interval the median batch must "
         "leave idle (1 - batch p50 / interval), from 0 (batch p50 within the trigger) to 0.9; unset, the check is "
         "listed as not required"))
+    max_checkpoint_ms: float | None = Field(None, gt=0, le=600_000, description=(
+        "require the `checkpoint_cost` check: the batch time the checkpoint costs (Spark's durationMs walCommit, "
+        "the offset log write, plus commitOffsets, the commit log write) at the median of the measured batches "
+        "outside any checkpoint_storage fault at most this many ms; unset, listed as not required"))
     narrow_margin: str | None = Field(None, min_length=1, max_length=500, description=(
         "why this scenario runs closer than 10% to a threshold that decides it (harness.bench.margins): "
         "`harness bench verdicts --all` shows it instead of flagging the scenario; judging is unchanged"))
@@ -388,6 +409,10 @@ class SoakSpec(Strict):
         "with --baseline: harness compare's thresholds the soak fails on"))
     random_faults: RandomFaults | None = Field(None, description="faults drawn at random from the [[faults]] entries "
                                                                  "with the seed, instead of their own times")
+
+
+# faults that never read the checkpoint: they run beside a checkpoint on the object store (spark.checkpoint_store)
+CHECKPOINT_BLIND_FAULTS = frozenset({"checkpoint_storage", "network", "broker", "resend", "throttle"})
 
 
 class Scenario(Strict):
@@ -561,6 +586,20 @@ class Scenario(Strict):
             fitted = [step.inject_s for step in steps if step.fault_index == i]
             if len(fitted) < (fault.count or 1):
                 raise ValueError(_unplanned(i, fault, fitted, self.producers.duration_s))
+        return self
+
+    @model_validator(mode="after")
+    def _faults_beside_a_remote_checkpoint(self):
+        """With the checkpoint on the object store, the run reads it only at its end (harness.objstore copies the
+        bucket then): a fault that reads the offset or commit log while the run goes (a batch in flight, what Spark
+        had planned, the state to tamper with) would read nothing and declare a wrong effect. Refused, by name."""
+        if self.spark.checkpoint_store == "local":
+            return self
+        for i, fault in enumerate(self.faults):
+            if fault.kind not in CHECKPOINT_BLIND_FAULTS:
+                raise ValueError(f"faults.{i}: {fault.kind} reads the checkpoint while the run goes, and with "
+                                 f"spark.checkpoint_store = {self.spark.checkpoint_store!r} it is only read at the "
+                                 f"end; allowed beside it: {', '.join(sorted(CHECKPOINT_BLIND_FAULTS))}")
         return self
 
     @model_validator(mode="after")

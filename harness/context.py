@@ -41,6 +41,7 @@ class RunContext:
     live_monitor: Any = None  # harness.soak.live.LiveMonitor
     cluster: Any = None  # harness.spark.cluster.StandaloneCluster
     netproxy: dict[str, Any] | None = None  # the TCP proxy in front of the brokers: control address, ports, pid
+    objstore: dict[str, Any] | None = None  # the S3 store the checkpoint is on and its proxy (harness.objstore)
     query_watch: str = "running"  # what the last look at the query process saw
     fault_memory: dict[str, int] = field(default_factory=dict)  # faults' own counters across injections
     # a query process for a changed scenario on this run's checkpoint (harness.faults.change), set by the runner

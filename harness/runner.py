@@ -3,7 +3,8 @@
 start the backend -> start the query under test (first batch done) -> traffic, with the nemesis running the
 fault schedule and the query supervised (killed on purpose: restarted from its checkpoint) -> the rest of the
 schedule, then every fault healed -> end offsets taken, the query drains and stops (once / availableNow: the
-query starts only now and catches up) -> a stateful query's final state read from its checkpoint (harness.spark.
+query starts only now and catches up) -> a checkpoint on the S3 store copied into the run directory (harness.
+objstore) -> a stateful query's final state read from its checkpoint (harness.spark.
 state_reader) -> everything stopped -> the verdict -> result.json + report.md.
 
 A new fault never adds a branch here: faults act through the context (harness.context) and declare their
@@ -34,6 +35,7 @@ from harness.context import RunContext
 from harness.text.durations import spark_interval_ms
 from harness.errors import InputError
 from harness.faults import FAULTS, fault_for
+from harness import objstore
 from harness.effects import Effect
 from harness.faults.nemesis import Nemesis, recorded_faults
 from harness.files.jsonl import JsonlTail
@@ -126,7 +128,7 @@ def run_scenario(scenario: Scenario, path: Path, overrides: list[str] | None = N
             ctx.backend.add_to_sampler(sampler)
         sampler.start()
         try:
-            for phase in (start_backend, start_query, run_traffic, settle_faults, drain, read_state):
+            for phase in (start_backend, start_query, run_traffic, settle_faults, drain, copy_store, read_state):
                 phase(ctx)
         except InputError:  # refused before any traffic (e.g. a fault the principal may not apply): exit 2
             raise
@@ -215,6 +217,8 @@ def start_backend(ctx: RunContext) -> None:
     ctx.backend.required = [(f"faults.{i} ({o.kind})", needs) for i, o in enumerate(s.faults)
                             if (needs := fault_for(o).needs())]
     s.backend.prepare(ctx)  # e.g. Kafka's proxy; a fault needing the same thing finds it in place
+    if s.spark.checkpoint_store == "s3":  # before the driver: its conf names the store's endpoint
+        objstore.start(ctx)
     for kind in dict.fromkeys(f.kind for f in s.faults):
         FAULTS[kind].prepare(ctx, [f for f in s.faults if f.kind == kind])
     if s.spark.standalone:  # its master first (the driver connects to it); its workers come up with the service
@@ -320,7 +324,8 @@ def _query_process(ctx: RunContext, source, scenario: Scenario | None = None) ->
         ctx.run_dir, ctx.supervisor, source=source, jars=s.backend.spark_jars,
         master=master, py_files=code_to_ship(s, ctx.state.scenario_dir) if is_cluster_master(master) else (),
         loopback=cluster is not None or not is_cluster_master(master),
-        conf={**(cluster.driver_conf() if cluster else {}), **s.spark_conf()},
+        conf={**(cluster.driver_conf() if cluster else {}), **_store_conf(ctx, s), **s.spark_conf()},
+        store=_store(ctx, s),
         trigger=s.spark.trigger.model_dump(), sink=s.spark.sink,
         output_mode=s.spark.output_mode, driver_memory=s.spark.driver_memory, query=s.spark.query,
         query_params=s.spark.query_params, runtime=s.spark.pyspark,
@@ -328,6 +333,44 @@ def _query_process(ctx: RunContext, source, scenario: Scenario | None = None) ->
         python_path=[ctx.state.scenario_dir] if ":" in s.spark.query and ctx.state.scenario_dir else None)
     process.job.update(sink_part(s.spark.sink).job_part(s))  # e.g. the Kafka sink's topic and options
     return process
+
+
+def _store(ctx: RunContext, s: Scenario) -> dict | None:
+    """With spark.checkpoint_store = "s3": the checkpoint's and the sink's URIs in the store, and its connector's
+    jars (harness.objstore); None: both in the run directory."""
+    if s.spark.checkpoint_store != "s3":
+        return None
+    return {"checkpoint": objstore.uri(objstore.CHECKPOINT_KEY), "sink": objstore.uri(objstore.SINK_KEY),
+            "jars": (objstore.HADOOP_AWS,)}
+
+
+def _store_conf(ctx: RunContext, s: Scenario) -> dict[str, str]:
+    """S3A pointed at the proxy in front of the store (the scenario's own spark.conf may override any of it)."""
+    if s.spark.checkpoint_store != "s3" or not ctx.objstore:
+        return {}
+    return objstore.spark_conf(ctx.objstore["endpoint"])
+
+
+def copy_store(ctx: RunContext) -> None:
+    """With the checkpoint on the S3 store: its bucket in the run directory once the query has drained, before
+    a stateful query's state is read from the checkpoint (read_state). A run that ends early copies it on its way
+    out (stop_everything)."""
+    if ctx.objstore and not ctx.objstore.get("exported"):
+        _export_store(ctx)
+
+
+def _export_store(ctx: RunContext) -> None:
+    """The store's bucket (checkpoint/, sink/) copied into the run directory once the query has stopped and
+    while the store runs: what the measuring step and `harness check` read. A failure is said; the verdict then
+    finds no checkpoint or sink to judge."""
+    try:
+        if ctx.query is not None and ctx.query.child is not None and ctx.query.child.alive():
+            ctx.query.stop()  # nothing may be written while it is copied
+        with ctx.console.step("copying the checkpoint and the sink out of the S3 store"):
+            objstore.export(ctx)
+        ctx.objstore["exported"] = True
+    except Exception as exc:  # noqa: BLE001 - the verdict says what it could not read
+        ctx.console.warn(f"copying the S3 store into the run directory failed: {type(exc).__name__}: {exc}")
 
 
 def _record_driver_marks(ctx: RunContext) -> None:
@@ -531,6 +574,8 @@ def stop_everything(ctx: RunContext) -> None:
     sink = sink_part(ctx.scenario.spark.sink)
     if sink.reads_output_after_run and ctx.state.backend and not ctx.state.interrupted:
         _record_output(ctx, sink)
+    if ctx.objstore and not ctx.objstore.get("exported") and not ctx.state.interrupted:
+        _export_store(ctx)
     with ctx.console.step("stopping everything"):
         ctx.backend.close_clients()  # the runner's own clients first: no reconnect noise while brokers stop
         ctx.supervisor.stop_all()  # last started, first stopped: the driver, the workers, then the master

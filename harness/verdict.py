@@ -17,8 +17,8 @@ import traceback
 
 from harness.analysis.measure import Measured
 from harness.check import Check, verdict_of
-from harness.checkers import (Checker, batch_cap, changes, events, faults, oracle, outages, pauses, run as run_checks,
-                              source, sustained)
+from harness.checkers import (Checker, batch_cap, changes, checkpoint, events, faults, oracle, outages, pauses,
+                              run as run_checks, source, sustained)
 from harness.checkers.busy import set_aside_when_busy, unjudged_reason
 from harness.checkers.catalogue import check_names
 from harness.checkers.state import state_matches
@@ -32,7 +32,7 @@ CHECKERS: tuple[Checker, ...] = (
     faults.faults_applied, faults.expected_failure, faults.query_recovered, pauses.query_resumed, pauses.spark_logged,
     pauses.second_driver, changes.change_restarted, changes.change_in_force, changes.change_state,
     outages.outage_backlog, outages.outage_crash_loop, outages.outage_drained, outages.outage_expired,
-    batch_cap.batch_cap, source.source,
+    batch_cap.batch_cap, checkpoint.checkpoint_cost, checkpoint.checkpoint_storage, source.source,
     soak)
 
 

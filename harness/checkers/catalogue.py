@@ -29,7 +29,8 @@ SEND_CHECKS = ("acked", "sends_resolved", "no_skipped_sends", "produce_rate")
 # baseline run (`baseline`). Not `batch_cap` (rows per batch against the source's cap: a count, not a time) nor
 # `drained` (an undrained query leaves events undelivered, which the correctness checks judge).
 PERFORMANCE_CHECKS = frozenset({"sustained", "headroom", "latency_p99", "live_latency_p99", "live_throughput",
-                                "produce_rate", "no_skipped_sends", "query_recovered", "outage_drained", "baseline"})
+                                "produce_rate", "no_skipped_sends", "query_recovered", "outage_drained", "baseline",
+                                "checkpoint_cost"})
 
 
 def oracle_checks(scenario: Scenario) -> list[str]:
@@ -69,6 +70,10 @@ def check_names(scenario: Scenario) -> list[str]:
     cap = (getattr(scenario.backend, "batch_cap_option", None) or "").lower()  # a backend may have no cap option
     if cap and scenario.spark.trigger.kind != "once" and any(k.lower() == cap for k in scenario.spark.source_options):
         names.append("batch_cap")
+    if scenario.spark.checkpoint_store != "local" or scenario.checks.max_checkpoint_ms is not None:
+        names.append("checkpoint_cost")  # harness.checkers.checkpoint
+    if "checkpoint_storage" in kinds:
+        names.append("checkpoint_storage")
     if scenario.soak is not None:
         names += ["ran_to_the_end", "live_checks", "no_leak", "disk_budget"]
     return names

@@ -33,6 +33,7 @@ class RunHandle(Protocol):
     state: Any  # harness.records.runstate.RunState: what the run found out
     traffic_start: float | None
     netproxy: dict[str, Any] | None  # the TCP proxy in front of the brokers, when there is one
+    objstore: dict[str, Any] | None  # the S3 store the checkpoint is on, and its proxy (harness.objstore)
     fault_memory: dict[str, int]  # a fault's own counters across its injections (which executor was picked)
 
     @property

@@ -43,10 +43,11 @@ MAVEN_VERSION = "3.9.9"
 KAFKA_BROKER, SPARK_KAFKA = "kafka-broker", "spark-kafka"  # the artifact sets, one pom each
 # Spark's Kafka source built for the older PySpark lines a query may run on (harness.spark.runtimes)
 SPARK_KAFKA_35, SPARK_KAFKA_40 = "spark-kafka-3.5", "spark-kafka-4.0"
+HADOOP_AWS = "hadoop-aws"  # S3A, for a checkpoint on an S3 store (harness.objstore): fetched when a run needs it
 PROJECT_CLASSPATHS = (KAFKA_BROKER, SPARK_KAFKA)  # what every run may need: `harness setup` fetches these
-CLASSPATHS = (*PROJECT_CLASSPATHS, SPARK_KAFKA_35, SPARK_KAFKA_40)
+CLASSPATHS = (*PROJECT_CLASSPATHS, SPARK_KAFKA_35, SPARK_KAFKA_40, HADOOP_AWS)
 # sets that go on a Spark driver's classpath beside the jars its PySpark ships: those are left out of them
-SPARK_SETS = (SPARK_KAFKA, SPARK_KAFKA_35, SPARK_KAFKA_40)
+SPARK_SETS = (SPARK_KAFKA, SPARK_KAFKA_35, SPARK_KAFKA_40, HADOOP_AWS)
 
 
 MIRROR_ENV, USERNAME_ENV, PASSWORD_ENV = "HARNESS_MAVEN_MIRROR", "HARNESS_MAVEN_USERNAME", "HARNESS_MAVEN_PASSWORD"

@@ -109,7 +109,8 @@ class SparkQueryProcess:
                  driver_memory: str = "1g", query_name: str = "query_under_test", query: str = "passthrough",
                  query_params: dict | None = None, python_path: list[str] | None = None, jars: tuple[str, ...] = (),
                  instrumentation: bool = True, instrumentation_off: tuple[str, ...] = (),
-                 py_files: tuple[str, ...] = (), loopback: bool = True, runtime: str | None = None):
+                 py_files: tuple[str, ...] = (), loopback: bool = True, runtime: str | None = None,
+                 store: dict[str, str] | None = None):
         """`source` None: the source comes later (`provide_source`), so the driver can start its JVM and build its
         session while the service starts (`start(await_source=True)`); `jars` then names the artifact sets the
         source will need on the driver's classpath, which is fixed when its JVM starts. `instrumentation` False
@@ -120,7 +121,9 @@ class SparkQueryProcess:
         where its executors imported the harness from (spark/shipped_code.jsonl). `loopback` False (a user's
         cluster, whose executors must reach the driver): the driver binds as Spark chooses, not 127.0.0.1.
         `runtime`: the PySpark line the driver runs on (harness.spark.runtimes: its virtualenv's interpreter, its
-        builds of the jar sets, no class archive: those are keyed by the project's Spark); None, the project's."""
+        builds of the jar sets, no class archive: those are keyed by the project's Spark); None, the project's.
+        `store`: the checkpoint and the sink on an object store (harness.objstore): {"checkpoint", "sink": their
+        URIs, "jars": the artifact set of its connector}; None, in the run directory."""
         off = set(INSTRUMENTATION) if not instrumentation else set(instrumentation_off)
         if off - set(INSTRUMENTATION):
             raise ValueError(f"unknown instrumentation {sorted(off - set(INSTRUMENTATION))}: {INSTRUMENTATION}")
@@ -130,6 +133,7 @@ class SparkQueryProcess:
         self.control = run_dir / "control"
         self.checkpoint = run_dir / "checkpoint"
         self.sink_path = run_dir / "sink"
+        store = store or {}
         self.spark_dir.mkdir(parents=True, exist_ok=True)
         self.control.mkdir(parents=True, exist_ok=True)
         self.jar_names = tuple(source.jars) if source is not None else tuple(jars)  # the project's set names
@@ -137,6 +141,7 @@ class SparkQueryProcess:
         self.python = str(runtimes.prepare(runtime)) if runtime else sys.executable
         jar_paths = [str(j) for name in self.jar_names
                      for j in (runtimes.jars(runtime, name) if runtime else resolve(name))]
+        jar_paths += [str(j) for name in store.get("jars", ()) for j in resolve(name)]  # not the source's
         full_conf = dict(BASE_CONF)
         self.loopback = loopback
         if not loopback:
@@ -158,7 +163,8 @@ class SparkQueryProcess:
             "run_dir": str(run_dir), "master": master,
             "conf": secrets.referenced(full_conf),  # secrets as ${VAR}: the driver expands them (harness.secrets)
             "trigger": trigger, "sink": sink, "output_mode": output_mode,
-            "checkpoint": str(self.checkpoint), "sink_path": str(self.sink_path), "query_name": query_name,
+            "checkpoint": store.get("checkpoint", str(self.checkpoint)),
+            "sink_path": store.get("sink", str(self.sink_path)), "query_name": query_name,
             "app_name": f"harness-{run_dir.name}", "query": query, "query_params": dict(query_params or {}),
             "instrumentation_off": sorted(off), "py_files": [str(p) for p in py_files],
         }

@@ -16,7 +16,7 @@ LAYERS = [
                      "harness.partitioning", "harness.effects", "harness.jvm", "harness.check"]),
     # the reconciler and the clocks read the file sink's log (harness.sinks.parquet.files): beside the parts
     ("parts", ["harness.producers", "harness.backends", "harness.spark", "harness.emulator", "harness.netproxy",
-               "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.reconcile",
+               "harness.objstore", "harness.queries", "harness.oracles", "harness.faults", "harness.sinks", "harness.reconcile",
                "harness.clocks"]),
     ("scenario model", ["harness.config"]),
     ("run", ["harness.context", "harness.analysis", "harness.schema"]),

@@ -25,6 +25,7 @@ OPTIONAL_COLUMNS = ["broker_ms", "bytes", "batch_ms"]
 
 COMMIT_TIMES = "_commit_times.json"  # {batch id: commit time ms}, written when the query has stopped
 
+COPIED_SCHEMES = ("s3a",)  # an object store the run copies into its run directory at its end (harness.objstore)
 
 def record_commit_times(sink: Path) -> None:
     """Write down each committed batch's commit time (its log file's modification time) while it is still the
@@ -86,10 +87,12 @@ def inside(path: str, sink: Path) -> tuple[str, str | None]:
     when copied or moved (a CI artifact downloaded elsewhere), so the recorded path only says where below the
     sink root the file is, never where to read it. The root is the last component named as `sink` is (the run
     directory's `sink/`), else the file's name with the partition directories (`column=value`) Spark writes
-    above it. A path outside the local file system (another scheme) is kept as it is."""
-    if urlparse(path).scheme not in ("file", ""):
+    above it. A path on the S3 store a run copies into its directory (harness.objstore: `s3a://bucket/sink/...`)
+    is found in the copy the same way; a path under any other scheme is kept as it is."""
+    parsed = urlparse(path)
+    if parsed.scheme not in ("file", "", *COPIED_SCHEMES):
         return path, path
-    parts = Path(local_path(path)).parts
+    parts = Path(local_path(path) if parsed.scheme in ("file", "") else unquote(parsed.path)).parts
     if sink.name in parts[:-1]:
         tail = parts[len(parts) - 1 - parts[:-1][::-1].index(sink.name):]
     else:
