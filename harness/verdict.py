@@ -28,8 +28,8 @@ from harness.soak.checks import soak
 CHECKERS: tuple[Checker, ...] = (
     run_checks.completed, events.drained, oracle.oracle, state_matches, events.sends, events.latency,
     sustained.sustained, sustained.headroom, events.producers_reported,
-    faults.faults_applied, faults.expected_failure, faults.query_recovered, changes.change_restarted,
-    changes.change_in_force, changes.change_state, batch_cap.batch_cap, source.source,
+    faults.faults_applied, faults.kill_phase, faults.expected_failure, faults.query_recovered,
+    changes.change_restarted, changes.change_in_force, changes.change_state, batch_cap.batch_cap, source.source,
     soak)
 
 

@@ -56,6 +56,8 @@ def check_names(scenario: Scenario) -> list[str]:
     kinds = {f.kind for f in scenario.faults}
     if kinds:
         names.append("faults_applied")
+    if any(getattr(f, "phase", None) for f in scenario.faults):  # harness.checkers.faults.kill_phase
+        names.append("kill_phase")
     if any(FAULTS[kind].takes_query_down for kind in kinds):
         names.append("query_recovered")
     if "change" in kinds:  # harness.checkers.changes
