@@ -74,8 +74,8 @@ def kill_phase(run: RunView) -> list[Check]:
         return [Check("kill_phase", False, "not at the declared phase: " + "; ".join(missed))]
     if unknown:
         return [Check("kill_phase", None, "cannot tell: " + "; ".join(unknown))]
-    return [Check("kill_phase", True, f"{len(kills)} kills at their declared phase: "
-                  + "; ".join(f"faults.{f['fault']} #{f['n']} ({declared[f['fault']]}): {why}" for f, _, why in judged))]
+    said = [f"faults.{f['fault']} #{f['n']} ({declared[f['fault']]}): {why}" for f, _, why in judged]
+    return [Check("kill_phase", True, f"{len(kills)} kills at their declared phase: " + "; ".join(said))]
 
 
 def query_recovered(run: RunView) -> list[Check]:

@@ -368,7 +368,8 @@ class DriverKill(Fault):
                              "mid_batch_timeout_s): the driver was not killed")
         seen, code = found
         return {"phase": phase, "observed": seen, "batch": seen["batch"], "mid_batch": not seen["commit"],
-                "offset_log_last": (ctx.offset_log() or [None])[-1], "commit_log_last": (ctx.commit_log() or [None])[-1],
+                "offset_log_last": (ctx.offset_log() or [None])[-1],
+                "commit_log_last": (ctx.commit_log() or [None])[-1],
                 "waited_s": round(time.monotonic() - t0, 3), "exit_code": code, "kills_so_far": ctx.query.kills,
                 **({"expected_failure": self.effect.failure} if self.effect.failure else {})}
 

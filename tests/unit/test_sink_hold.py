@@ -1,7 +1,7 @@
 """The failpoint `driver_kill` with `after_sink_write` uses (harness.spark.sinkhold): the driver holds after its
 writer returned only when asked, only for the batches asked for, says which batch it holds, and lets go when the
-request goes or its timeout passes. And the option is refused where it cannot apply: a query without a write of
-its own, or no time to wait for one."""
+request goes or its timeout passes. And the phases are refused where they cannot apply: after_offsets for a
+query whose writer logs nothing, or no time to wait for one."""
 import os
 import shutil
 import threading
@@ -96,12 +96,14 @@ def test_after_sink_write_needs_time_to_wait():
         DriverKillOptions(at_s=5, after_sink_write=True, mid_batch_timeout_s=0)
 
 
-def test_after_sink_write_is_refused_for_a_query_on_the_file_sink(tmp_path):
+def test_after_offsets_is_refused_for_a_query_that_owns_its_sink(tmp_path):
+    """A foreachBatch writer logs nothing the fault could read before its write: after_offsets could not be judged
+    (after_sink_write has the hold; the file sink its _spark_metadata, so passthrough may take either)."""
     shutil.copytree(UPSERT.parent, tmp_path / "upsert")
     scenario = tmp_path / "upsert" / "scenario.toml"
     load_scenario(str(scenario))  # the example as shipped: its query owns its sink
+    load_scenario(str(scenario), ['spark.query="passthrough"', "spark.query_params={}"])  # the file sink's log
     with pytest.raises(ConfigError) as err:
-        load_scenario(str(scenario), ['spark.query="passthrough"',
-                                      "spark.query_params={}"])
+        load_scenario(str(scenario), ["faults.0.after_sink_write=false", 'faults.0.phase="after_offsets"'])
     text = str(err.value)
-    assert str(scenario) in text and "faults.0.after_sink_write" in text and "owns its sink" in text
+    assert str(scenario) in text and "faults.0.phase" in text and "foreachBatch writer keeps none" in text
