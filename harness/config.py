@@ -872,11 +872,11 @@ def _check_query(scenario: Scenario, path: Path) -> None:
             raise ConfigError(f"{path}: faults.{i}.phase: \"after_sink_write\" needs a query that owns its sink "
                               f"(foreach_batch, harness.queries) or a sink that shows its writes; "
                               f"{scenario.spark.query} writes to {sink.title}, which has no write to kill after")
-        if phase == "after_offsets" and (own or not sink.logs_batches):
+        if phase == "after_offsets" and not (own or sink.logs_batches or sink.kill_after_write):
             raise ConfigError(f"{path}: faults.{i}.phase: \"after_offsets\" is observed on a sink's log of the "
-                              "batches it wrote (spark.sink = \"parquet\": _spark_metadata); "
-                              f"{'a foreachBatch writer' if own else sink.title} keeps none, so the kill could "
-                              "not be judged before the write. Allowed there: mid_batch, after_sink_write")
+                              "batches it wrote (spark.sink = \"parquet\": _spark_metadata), its output downstream "
+                              f"(\"kafka\") or held before a foreachBatch writer; {sink.title} has none, so the "
+                              "kill could not be judged before the write. Allowed there: mid_batch")
     from harness.faults import fault_for
 
     for i, fault in enumerate(scenario.faults):  # a change's phase B is a query of its own (harness.faults.change)

@@ -143,17 +143,18 @@ def act_when(ctx, state: Callable[[], T | None], timeout: float, action: Callabl
 
 
 def act_on_create(ctx, dirs: list, state: Callable[[], T | None], timeout: float, action: Callable[[T], Any],
-                  poll_s: float = 0.5) -> tuple[T, Any] | None:
+                  poll_s: float = 0.5, ready: Callable[[], Any] | None = None) -> tuple[T, Any] | None:
     """As `act_when`, woken by a file created or renamed into one of `dirs` (inotify) rather than a poll, for
     moments too short to poll for (a commit's temporary file lives about a millisecond): the query is frozen as
-    soon as `state()` holds after such an event (or every `poll_s`), `state()` checked again frozen."""
+    soon as `state()` holds after such an event (or every `poll_s`), `state()` checked again frozen. `ready`, when
+    given, is the cheap test before the freeze (`state` then only runs frozen: a broker round trip)."""
     deadline = time.monotonic() + timeout
     with Watch(dirs) as watch:
         while True:
             child = ctx.query.child if ctx.query else None
             if child is None or not child.alive():
                 raise FaultError("the query process is not running")
-            if state() is not None:
+            if (ready or state)() is not None:
                 with frozen(child):
                     value = state()
                     if value is not None:
@@ -286,6 +287,10 @@ class DriverKill(Fault):
             return self._kill_after_visible_write(ctx)
         if phase == "after_sink_write" and (own_sink or sink.batch_log(ctx) is None):
             return self._kill_after_sink_write(ctx)
+        if phase == "after_offsets" and own_sink:
+            return self._kill_after_sink_write(ctx, point="before")
+        if phase == "after_offsets" and sink.kill_after_write:
+            return self._kill_before_visible_write(ctx)
         if phase not in (None, "mid_batch"):
             return self._kill_at_phase(ctx, phase)
         return {"phase": phase, **self._kill_mid_batch(ctx)} if phase else self._kill_mid_batch(ctx)
@@ -373,13 +378,54 @@ class DriverKill(Fault):
                 "waited_s": round(time.monotonic() - t0, 3), "exit_code": code, "kills_so_far": ctx.query.kills,
                 **({"expected_failure": self.effect.failure} if self.effect.failure else {})}
 
-    def _kill_after_sink_write(self, ctx) -> dict:
-        """Ask the driver to hold after its next batch's write (harness.spark.sinkhold), kill it held there."""
+    def _kill_before_visible_write(self, ctx) -> dict:
+        """after_offsets on a sink seen only downstream (the Kafka sink's output topic): the output's size read once
+        commits/N-1 is written and while offsets/N is not yet (so none of N is in it), then the driver frozen the
+        moment offsets/N appears (inotify) and the output read again: the same size is batch N planned and none
+        of it written. A batch planned before that reading came back is passed over."""
+        wait_running(ctx, ctx.scenario.spark.start_timeout_s)
+        ck, sink, t0 = ctx.checkpoint, sink_part(ctx.scenario.spark.sink), time.monotonic()
+        from_batch, base = (ctx.offset_log() or [-1])[-1] + 1, {"commit": None, "for": None, "size": 0}
+
+        def ready() -> int | None:
+            commit = (ctx.commit_log() or [-1])[-1]
+            if base["commit"] != commit:
+                size = sink.visible_output(ctx)
+                planned = (ck / "offsets" / str(commit + 1)).exists()  # read after the size: none of it before
+                base.update(commit=commit, size=size, **{"for": None if planned else commit + 1})
+            n = batch_in_flight(ctx)
+            return n if n is not None and n >= from_batch and n == base["for"] else None
+
+        def state() -> dict | None:
+            n = ready()
+            if n is None:
+                return None
+            seen = observe(ck, n, sink.visible_output(ctx) > base["size"])
+            seen["output_at_commit"] = base["size"]
+            return seen if phase_hit("after_offsets", seen)[0] else None
+
+        timeout = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
+        found = act_on_create(ctx, [ck / "offsets", ck / "commits"], state, timeout, lambda seen: self._kill(ctx),
+                              ready=ready)
+        if found is None:
+            raise FaultError(f"no batch was planned with the output read before it within {timeout:g}s (the query's "
+                             "start-up and mid_batch_timeout_s; batches back to back leave no moment to read it): "
+                             "the driver was not killed")
+        seen, code = found
+        return {"phase": "after_offsets", "observed": seen, "batch": seen["batch"], "mid_batch": not seen["commit"],
+                "offset_log_last": (ctx.offset_log() or [None])[-1],
+                "commit_log_last": (ctx.commit_log() or [None])[-1],
+                "waited_s": round(time.monotonic() - t0, 3), "exit_code": code, "kills_so_far": ctx.query.kills,
+                "duplicates_declared": sum(r.end - r.start for r in self.effect.duplicates)}
+
+    def _kill_after_sink_write(self, ctx, point: str = "after") -> dict:
+        """Ask the driver to hold after its next batch's write (harness.spark.sinkhold), kill it held there; with
+        point "before", before the writer is called (after_offsets for a query that owns its sink)."""
         control, t0 = ctx.query.control, time.monotonic()
         # a batch planned from now on: not the one a restarting driver re-runs from an earlier kill
         from_batch = (ctx.offset_log() or [-1])[-1] + 1
         wait_s = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
-        sinkhold.request(control, from_batch, timeout_s=wait_s + 30)
+        sinkhold.request(control, from_batch, timeout_s=wait_s + 30, point=point)
         try:
             def holding():
                 child, hold = ctx.query.child, sinkhold.held(control)
@@ -391,17 +437,19 @@ class DriverKill(Fault):
             try:
                 hold = ctx.wait_for(holding, wait_s, "the driver to hold after a batch's write", interval=0.05)
             except TimeoutError:
-                raise FaultError(f"no batch from {from_batch} on was written within {wait_s:g}s (the query's "
-                                 "start-up and mid_batch_timeout_s): the driver was not killed") from None
+                raise FaultError(f"no batch from {from_batch} on reached the writer's {point} failpoint within "
+                                 f"{wait_s:g}s (the query's start-up and mid_batch_timeout_s): the driver was not "
+                                 "killed") from None
             # held: the writer returned and Spark cannot commit the batch until foreachBatch returns
-            seen = observe(ctx.checkpoint, int(hold["batch"]), True)
+            seen = observe(ctx.checkpoint, int(hold["batch"]), point == "after")
             # released before the restart can happen: the successor re-runs this batch and must not hold again
             code = self._kill(ctx, then=lambda: sinkhold.release(control))
         finally:
             sinkhold.release(control)
         batch = int(hold["batch"])
-        return {"phase": "after_sink_write", "observed": seen,
-                "mid_batch": not (ctx.checkpoint / "commits" / str(batch)).exists(), "after_sink_write": True,
+        return {"phase": "after_sink_write" if point == "after" else "after_offsets", "observed": seen,
+                "mid_batch": not (ctx.checkpoint / "commits" / str(batch)).exists(),
+                "after_sink_write": point == "after",
                 "batch": batch, "written_at": hold["at"], "offset_log_last": batch,
                 "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
                 "exit_code": code, "kills_so_far": ctx.query.kills}

@@ -153,10 +153,19 @@ def test_state_snapshot_needs_rocksdb_state():
         load_scenario("state-snapshot-crash")[0]) is None
 
 
-def test_after_offsets_is_refused_on_a_sink_without_a_batch_log():
+def test_after_offsets_is_refused_on_a_sink_that_cannot_show_its_writes(monkeypatch):
+    """A sink with no log of its batches and no output to watch downstream (none ships: made so here)."""
+    from harness.sinks.parquet import ParquetSink
+
+    monkeypatch.setattr(ParquetSink, "logs_batches", False)
     with pytest.raises(ConfigError) as err:
-        load_scenario("kafka-sink-crash", ["faults.0.after_sink_write=false", 'faults.0.phase="after_offsets"'])
+        load_scenario("crash-phases")
     assert "faults.0.phase" in str(err.value) and "_spark_metadata" in str(err.value)
+
+
+def test_after_offsets_loads_on_the_kafka_sink():
+    (scenario, *_) = load_scenario("kafka-sink-phases")
+    assert [f.phase for f in scenario.faults] == ["after_offsets", "after_sink_write"]
 
 
 def test_after_sink_write_loads_on_the_file_sink():
