@@ -4,6 +4,7 @@ observed frozen), the checkpoint and the sink's log as the run left them (the cu
 successor; the file sink's log entry written once, by whom; the commit's temporary file Spark refused to start on)."""
 import json
 
+import pandas as pd
 import pytest
 
 from scenario_runs import run
@@ -77,3 +78,20 @@ def test_a_kill_during_real_time_modes_first_commit_fails_the_restart_as_declare
     assert "STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY" in result["query"]["error"]
     checks = {c["name"]: c["status"] for c in result["checks"]}
     assert checks["expected_failure"] == checks["kill_phase"] == checks["no_loss"] == "pass"
+
+
+@pytest.mark.slow
+def test_kafka_sink_kills_after_the_offset_log_and_after_a_visible_write(harness_env, tmp_path):
+    out = tmp_path / "run"
+    proc, result = run(harness_env, out, "kafka-sink-phases")
+    ok, why = passed(proc, result)
+    assert ok, why
+    before, after = injections(out)
+    assert before["detail"]["phase"] == "after_offsets" and before["detail"]["observed"]["sink_written"] is False
+    assert after["detail"]["phase"] == "after_sink_write" and after["detail"]["observed"]["sink_written"] is True
+    # the broker's own append times: at the first kill the output topic held exactly what it held at the last
+    # commit (the fault's reading), nothing of the cut batch
+    frame = pd.read_parquet(out / "sink" / "kafka-output.parquet")
+    assert int((frame["commit_ms"] <= before["t"] * 1000).sum()) == before["detail"]["observed"]["output_at_commit"]
+    c = result["counts"]
+    assert c["lost"] == 0 and c["delivered_unique"] == c["acked"] > 0 and c["duplicates"] == c["expected_duplicates"]
