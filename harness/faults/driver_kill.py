@@ -149,6 +149,10 @@ def act_on_create(ctx, dirs: list, state: Callable[[], T | None], timeout: float
     soon as `state()` holds after such an event (or every `poll_s`), `state()` checked again frozen. `ready`, when
     given, is the cheap test before the freeze (`state` then only runs frozen: a broker round trip)."""
     deadline = time.monotonic() + timeout
+    try:  # a log's directory is made when the query first writes to it
+        ctx.wait_for(lambda: all(d.is_dir() for d in dirs) or None, timeout, f"the directories {dirs}")
+    except TimeoutError:
+        return None
     with Watch(dirs) as watch:
         while True:
             child = ctx.query.child if ctx.query else None
