@@ -906,10 +906,16 @@ def _check_query(scenario: Scenario, path: Path) -> None:
         raise ConfigError(f"{path}: {problem}")
     sink = sink_part(scenario.spark.sink)
     for i, fault in enumerate(scenario.faults):
-        if getattr(fault, "after_sink_write", False) and query.foreach_batch is None and not sink.kill_after_write:
-            raise ConfigError(f"{path}: faults.{i}.after_sink_write: true needs a query that owns its sink "
-                              f"(foreach_batch, harness.queries); {scenario.spark.query} writes to {sink.title}, "
-                              "which has no write of its own to kill after")
+        phase, own = getattr(fault, "phase", None), query.foreach_batch is not None
+        if phase == "after_sink_write" and not (own or sink.kill_after_write or sink.logs_batches):
+            raise ConfigError(f"{path}: faults.{i}.phase: \"after_sink_write\" needs a query that owns its sink "
+                              f"(foreach_batch, harness.queries) or a sink that shows its writes; "
+                              f"{scenario.spark.query} writes to {sink.title}, which has no write to kill after")
+        if phase == "after_offsets" and not (own or sink.logs_batches or sink.kill_after_write):
+            raise ConfigError(f"{path}: faults.{i}.phase: \"after_offsets\" is observed on a sink's log of the "
+                              "batches it wrote (spark.sink = \"parquet\": _spark_metadata), its output downstream "
+                              f"(\"kafka\") or held before a foreachBatch writer; {sink.title} has none, so the "
+                              "kill could not be judged before the write. Allowed there: mid_batch")
     from harness.faults import fault_for
 
     for i, fault in enumerate(scenario.faults):  # a change's phase B is a query of its own (harness.faults.change)

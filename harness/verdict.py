@@ -29,10 +29,11 @@ from harness.soak.checks import soak
 CHECKERS: tuple[Checker, ...] = (
     run_checks.completed, events.drained, oracle.oracle, state_matches, events.sends, events.latency,
     sustained.sustained, sustained.headroom, events.producers_reported,
-    faults.faults_applied, faults.expected_failure, faults.query_recovered, pauses.query_resumed, pauses.spark_logged,
-    pauses.second_driver, changes.change_restarted, changes.change_in_force, changes.change_state,
-    outages.outage_backlog, outages.outage_crash_loop, outages.outage_drained, outages.outage_expired,
-    batch_cap.batch_cap, checkpoint.checkpoint_cost, checkpoint.checkpoint_storage, source.source,
+    faults.faults_applied, faults.kill_phase, faults.expected_failure, faults.query_recovered, pauses.query_resumed,
+    pauses.spark_logged, pauses.second_driver, changes.change_restarted, changes.change_in_force,
+    changes.change_state, outages.outage_backlog, outages.outage_crash_loop, outages.outage_drained,
+    outages.outage_expired, batch_cap.batch_cap, checkpoint.checkpoint_cost, checkpoint.checkpoint_storage,
+    source.source,
     soak)
 
 

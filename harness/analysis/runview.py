@@ -290,7 +290,11 @@ def read_own_sink(query_def: QueryDef, run_dir: Path, scenario: Scenario, checke
 
 def add_frame(frame: pd.DataFrame, checker: Reconciler, per_event: bool, source: str) -> pd.DataFrame:
     """Sink rows with the event columns and a commit time each go to the checker in commit order (latency is
-    measured from them); `per_event`: the events oracle needs those columns."""
+    measured from them); `per_event`: the events oracle needs those columns. No rows at all (an output topic the
+    query never wrote to, a Kafka sink killed in its first batch) is a sink that delivered nothing: the rules judge
+    that, whatever columns an empty read could name."""
+    if frame.empty and not all(c in frame.columns for c in EVENT_COLUMNS):
+        return frame
     if all(c in frame.columns for c in EVENT_COLUMNS):
         checker.store.add_sink_frame(frame.sort_values("commit_ms", kind="stable"))
     elif per_event:

@@ -57,6 +57,8 @@ def check_names(scenario: Scenario) -> list[str]:
     kinds = {f.kind for f in scenario.faults}
     if kinds:
         names.append("faults_applied")
+    if any(getattr(f, "phase", None) for f in scenario.faults):  # harness.checkers.faults.kill_phase
+        names.append("kill_phase")
     if any(FAULTS[kind].takes_query_down for kind in kinds):
         names.append("query_recovered")
     names += [name for kind in sorted(kinds) for name in FAULTS[kind].checks]  # harness.checkers.pauses

@@ -7,6 +7,7 @@ from harness.analysis.progress import epoch_s
 from harness.analysis.runview import RunView
 from harness.check import Check
 from harness.faults.schedule import scenario_plan
+from harness.spark.phases import hit
 
 
 def faults_applied(run: RunView) -> list[Check]:
@@ -53,6 +54,28 @@ def expected_failure(run: RunView) -> list[Check]:
     got = f"failed with {error_class(error) or (error or '')[:300]!r}" if state == "failed" else \
         f"did not fail (final state {state!r})"
     return [Check("expected_failure", ok, f"expected the query to fail with {' or '.join(expected)}; it {got}")]
+
+
+def kill_phase(run: RunView) -> list[Check]:
+    """Each driver kill that declares a `phase` cut the batch there: the checkpoint the fault observed with the
+    driver frozen, just before the kill (recorded as `observed`), judged by the phase's rule
+    (harness.spark.phases.hit). A kill that observed another moment fails; one with nothing observed, or a sink
+    that cannot say whether it wrote the batch, is unknown; a declared kill that never came is faults_applied's."""
+    declared = {i: f.phase for i, f in enumerate(run.scenario.faults) if getattr(f, "phase", None)}
+    if not declared:
+        return []
+    kills = [f for f in run.faults.records if f["fault"] in declared and f["injected_at"] is not None]
+    if not kills:
+        return [Check("kill_phase", None, "no kill declaring a phase was made (faults_applied says why)")]
+    judged = [(f, *hit(declared[f["fault"]], f["detail"].get("inject_observed"))) for f in kills]
+    missed = [f"faults.{f['fault']} #{f['n']} ({declared[f['fault']]}): {why}" for f, ok, why in judged if ok is False]
+    unknown = [f"faults.{f['fault']} #{f['n']} ({declared[f['fault']]}): {why}" for f, ok, why in judged if ok is None]
+    if missed:
+        return [Check("kill_phase", False, "not at the declared phase: " + "; ".join(missed))]
+    if unknown:
+        return [Check("kill_phase", None, "cannot tell: " + "; ".join(unknown))]
+    said = [f"faults.{f['fault']} #{f['n']} ({declared[f['fault']]}): {why}" for f, _, why in judged]
+    return [Check("kill_phase", True, f"{len(kills)} kills at their declared phase: " + "; ".join(said))]
 
 
 def query_recovered(run: RunView) -> list[Check]:

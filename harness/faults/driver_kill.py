@@ -15,6 +15,16 @@ writer of the harness's to hold in (Spark's sink writes), so the fault watches t
 the driver frozen once the output topic has grown since the last commit this driver wrote, i.e. with records of a
 batch not committed visible downstream. Its successor writes them again: the run has duplicates, all in the
 declared ranges.
+
+`phase` names the moment of the batch the kill cuts at (harness.spark.phases): `mid_batch` (the default, above),
+`after_offsets` (offsets/N written, the sink not yet: the file sink's `_spark_metadata/N` absent),
+`after_sink_write` (above; with the file sink: `_spark_metadata/N` written, commits/N not), `state_snapshot` (a
+RocksDB snapshot's temporary file being written) and `first_commit` (batch 0's commit being written:
+`commits/.0.<uuid>.tmp` there, `commits/0` not; real-time mode then refuses the restart with
+STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY, declared as the query's expected failure). The moments of a
+millisecond (a commit's temporary file) are caught by the kernel's notification of the file's creation
+(harness.files.inotify), the driver frozen at once, the checkpoint observed frozen, and the kill made only when
+the phase holds; the observation is recorded (`observed`) and judged (`kill_phase`, harness.checkers.faults).
 """
 from __future__ import annotations
 
@@ -29,8 +39,11 @@ from pydantic import Field, model_validator
 
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
+from harness.files.inotify import Watch
+from harness.queries import resolve
 from harness.sinks import sink_part
 from harness.spark import CATCH_UP_TRIGGERS, sinkhold
+from harness.spark.phases import FIRST_COMMIT_FAILURE, PHASES, hit as phase_hit, observe, state_partitions
 
 T = TypeVar("T")
 MIN_UPTIME_S = 5.0  # a fault on the query waits until the (restarted) query has run this long
@@ -129,6 +142,32 @@ def act_when(ctx, state: Callable[[], T | None], timeout: float, action: Callabl
         time.sleep(poll_s)
 
 
+def act_on_create(ctx, dirs: list, state: Callable[[], T | None], timeout: float, action: Callable[[T], Any],
+                  poll_s: float = 0.5, ready: Callable[[], Any] | None = None) -> tuple[T, Any] | None:
+    """As `act_when`, woken by a file created or renamed into one of `dirs` (inotify) rather than a poll, for
+    moments too short to poll for (a commit's temporary file lives about a millisecond): the query is frozen as
+    soon as `state()` holds after such an event (or every `poll_s`), `state()` checked again frozen. `ready`, when
+    given, is the cheap test before the freeze (`state` then only runs frozen: a broker round trip)."""
+    deadline = time.monotonic() + timeout
+    try:  # a log's directory is made when the query first writes to it
+        ctx.wait_for(lambda: all(d.is_dir() for d in dirs) or None, timeout, f"the directories {dirs}")
+    except TimeoutError:
+        return None
+    with Watch(dirs) as watch:
+        while True:
+            child = ctx.query.child if ctx.query else None
+            if child is None or not child.alive():
+                raise FaultError("the query process is not running")
+            if (ready or state)() is not None:
+                with frozen(child):
+                    value = state()
+                    if value is not None:
+                        return value, action(value)
+            if time.monotonic() > deadline:
+                return None
+            watch.names(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+
 def _planned_at(ctx, batch: int) -> float:
     try:
         return (ctx.checkpoint / "offsets" / str(batch)).stat().st_mtime
@@ -160,6 +199,12 @@ def _wait_stopped(pgid: int, timeout: float = 2.0) -> None:
         time.sleep(0.005)
 
 
+def _ids(directory) -> list[int]:
+    from harness.spark.checkpoint import batch_ids
+
+    return batch_ids(directory) if directory is not None else []
+
+
 def _pgid(pid: int) -> int | None:
     try:
         return os.getpgid(pid)
@@ -182,10 +227,23 @@ class DriverKillOptions(FaultOptions):
         "spark.sink = \"kafka\": kill it frozen once some of an uncommitted batch's records are in the output "
         "topic (its successor writes them again)"))
 
+    phase: Literal[PHASES] | None = Field(None, description=(  # type: ignore[valid-type]
+        "the moment of a batch the kill cuts at, observed frozen before the kill and judged (kill_phase): "
+        "mid_batch (offsets/N written, commits/N not), after_offsets (offsets/N written, the sink's write not: "
+        "the file sink's _spark_metadata/N absent), after_sink_write (the sink wrote batch N, commits/N not; "
+        "= after_sink_write = true), state_snapshot (a RocksDB state snapshot's temporary .zip being written), "
+        "first_commit (real-time mode: batch 0's commit being written, commits/.0.<uuid>.tmp there; the restart "
+        "must fail with STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY). Unset: mid_batch, not judged"))
+
     @model_validator(mode="after")
     def _after_write_waits(self):
-        if self.after_sink_write and self.mid_batch_timeout_s == 0:
-            raise ValueError("after_sink_write waits for a batch's write: mid_batch_timeout_s must be above 0")
+        if self.after_sink_write:
+            if self.phase not in (None, "after_sink_write"):
+                raise ValueError(f"after_sink_write = true is phase = \"after_sink_write\"; phase is {self.phase!r}: "
+                                 "give one")
+            self.phase = "after_sink_write"
+        if self.phase not in (None, "mid_batch") and self.mid_batch_timeout_s == 0:
+            raise ValueError(f"phase = {self.phase!r} waits for its moment: mid_batch_timeout_s must be above 0")
         return self
 
 
@@ -197,6 +255,17 @@ class DriverKill(Fault):
     takes_query_down = True
 
     def check(self, scenario) -> str | None:
+        phase, spark = self.options.phase, scenario.spark
+        if phase == "first_commit" and spark.trigger.kind != "realTime":
+            return ("phase = \"first_commit\" declares real-time mode's refusal to restart after it "
+                    f"({FIRST_COMMIT_FAILURE}): it needs spark.trigger kind = \"realTime\" (it is "
+                    f"{spark.trigger.kind!r})")
+        if phase == "state_snapshot" and (spark.state_store != "rocksdb" or spark.query == "passthrough"):
+            return ("phase = \"state_snapshot\" cuts a RocksDB state snapshot's upload: it needs a stateful query "
+                    f"(spark.query is {spark.query!r}) with spark.state_store = \"rocksdb\" (it is "
+                    f"{spark.state_store!r})")
+        if phase == "first_commit":
+            return None  # the query starts with the traffic; the kill is in its first batch
         return needs_running_query(scenario)
 
     def declare_duplicates(self, ctx) -> None:
@@ -216,10 +285,21 @@ class DriverKill(Fault):
         return ctx.query.kill(then=after)
 
     def inject(self, ctx) -> dict:
-        if self.options.after_sink_write and sink_part(ctx.scenario.spark.sink).kill_after_write:
+        phase, sink = self.options.phase, sink_part(ctx.scenario.spark.sink)
+        own_sink = resolve(ctx.scenario.spark.query).foreach_batch is not None
+        if phase == "after_sink_write" and sink.kill_after_write and not own_sink:
             return self._kill_after_visible_write(ctx)
-        if self.options.after_sink_write:
+        if phase == "after_sink_write" and (own_sink or sink.batch_log(ctx) is None):
             return self._kill_after_sink_write(ctx)
+        if phase == "after_offsets" and own_sink:
+            return self._kill_after_sink_write(ctx, point="before")
+        if phase == "after_offsets" and sink.kill_after_write:
+            return self._kill_before_visible_write(ctx)
+        if phase not in (None, "mid_batch"):
+            return self._kill_at_phase(ctx, phase)
+        return {"phase": phase, **self._kill_mid_batch(ctx)} if phase else self._kill_mid_batch(ctx)
+
+    def _kill_mid_batch(self, ctx) -> dict:
         status = wait_running(ctx, ctx.scenario.spark.start_timeout_s)
         before = {"offset_log_last": (ctx.offset_log() or [None])[-1],
                   "commit_log_last": (ctx.commit_log() or [None])[-1]}
@@ -236,7 +316,12 @@ class DriverKill(Fault):
             batch = batch_in_flight(ctx)
             return batch if batch is not None and _planned_at(ctx, batch) >= started else None
 
-        kill = lambda batch: self._kill(ctx)  # noqa: E731
+        seen: dict = {}
+
+        def kill(batch):
+            seen.update(observe(ctx.checkpoint, batch, None))  # frozen: the checkpoint as the kill cuts it
+            return self._kill(ctx)
+
         # rather a batch of its own; failing that, the recovery batch it is still re-running
         hit = (act_when(ctx, new_batch_in_flight, timeout, kill)
                or act_when(ctx, lambda: batch_in_flight(ctx), timeout, kill))
@@ -249,15 +334,102 @@ class DriverKill(Fault):
         return {"mid_batch": not committed, "batch": batch, "offset_log_last": batch,
                 "recovery_batch": _planned_at(ctx, batch) < started,  # planned by the process killed before
                 "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
-                "exit_code": code, "query_started_at": status.get("at"), "kills_so_far": ctx.query.kills}
+                "exit_code": code, "query_started_at": status.get("at"), "kills_so_far": ctx.query.kills,
+                "observed": seen}
 
-    def _kill_after_sink_write(self, ctx) -> dict:
-        """Ask the driver to hold after its next batch's write (harness.spark.sinkhold), kill it held there."""
+    def _kill_at_phase(self, ctx, phase: str) -> dict:
+        """Kill the driver frozen at `phase` (harness.spark.phases), woken by the file that marks its start: the
+        offset log's entry (after_offsets), the file sink's log entry (after_sink_write), a state snapshot's
+        temporary file (state_snapshot), batch 0's commit's temporary file (first_commit)."""
+        ck, sink, t0 = ctx.checkpoint, sink_part(ctx.scenario.spark.sink), time.monotonic()
+        timeout = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
+        if phase == "first_commit":
+            self.effect.failure = FIRST_COMMIT_FAILURE  # declared before the restart can fail with it
+            ctx.wait_for(lambda: (ck / "commits").is_dir() or None, timeout, "the query's commit log")
+            if (ck / "commits" / "0").exists():
+                raise FaultError("batch 0 was committed before the fault began (at_s too late): not killed")
+        else:
+            wait_running(ctx, ctx.scenario.spark.start_timeout_s)
+        from_batch = (ctx.offset_log() or [-1])[-1] + 1  # a batch this driver plans itself
+        log = None if resolve(ctx.scenario.spark.query).foreach_batch else sink.batch_log(ctx)
+
+        def batch() -> int | None:
+            if phase == "first_commit":
+                return 0
+            if phase == "after_sink_write":
+                written = [n for n in _ids(log) if n >= from_batch]
+                return written[-1] if written else None
+            n = batch_in_flight(ctx)  # state_snapshot too: a version after one this driver committed to load
+            return n if n is not None and n >= from_batch else None
+
+        def state() -> dict | None:
+            n = batch()
+            seen = observe(ck, n, None if log is None or n is None else (log / str(n)).exists())
+            return seen if n is not None and phase_hit(phase, seen)[0] else None
+
+        dirs = {"after_offsets": [ck / "offsets"], "after_sink_write": [log], "first_commit": [ck / "commits"]}
+        watched = dirs.get(phase) or ctx.wait_for(lambda: state_partitions(ck) or None, timeout,
+                                                   "the query's state store directories")
+        found = act_on_create(ctx, [d for d in watched if d is not None], state, timeout,
+                              lambda seen: self._kill(ctx))
+        if found is None:
+            raise FaultError(f"phase {phase!r} did not come within {timeout:g}s (the query's start-up and "
+                             "mid_batch_timeout_s): the driver was not killed")
+        seen, code = found
+        return {"phase": phase, "observed": seen, "batch": seen["batch"], "mid_batch": not seen["commit"],
+                "offset_log_last": (ctx.offset_log() or [None])[-1],
+                "commit_log_last": (ctx.commit_log() or [None])[-1],
+                "waited_s": round(time.monotonic() - t0, 3), "exit_code": code, "kills_so_far": ctx.query.kills,
+                **({"expected_failure": self.effect.failure} if self.effect.failure else {})}
+
+    def _kill_before_visible_write(self, ctx) -> dict:
+        """after_offsets on a sink seen only downstream (the Kafka sink's output topic): the output's size read once
+        commits/N-1 is written and while offsets/N is not yet (so none of N is in it), then the driver frozen the
+        moment offsets/N appears (inotify) and the output read again: the same size is batch N planned and none
+        of it written. A batch planned before that reading came back is passed over."""
+        wait_running(ctx, ctx.scenario.spark.start_timeout_s)
+        ck, sink, t0 = ctx.checkpoint, sink_part(ctx.scenario.spark.sink), time.monotonic()
+        from_batch, base = (ctx.offset_log() or [-1])[-1] + 1, {"commit": None, "for": None, "size": 0}
+
+        def ready() -> int | None:
+            commit = (ctx.commit_log() or [-1])[-1]
+            if base["commit"] != commit:
+                size = sink.visible_output(ctx)
+                planned = (ck / "offsets" / str(commit + 1)).exists()  # read after the size: none of it before
+                base.update(commit=commit, size=size, **{"for": None if planned else commit + 1})
+            n = batch_in_flight(ctx)
+            return n if n is not None and n >= from_batch and n == base["for"] else None
+
+        def state() -> dict | None:
+            n = ready()
+            if n is None:
+                return None
+            seen = observe(ck, n, sink.visible_output(ctx) > base["size"])
+            seen["output_at_commit"] = base["size"]
+            return seen if phase_hit("after_offsets", seen)[0] else None
+
+        timeout = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
+        found = act_on_create(ctx, [ck / "offsets", ck / "commits"], state, timeout, lambda seen: self._kill(ctx),
+                              ready=ready)
+        if found is None:
+            raise FaultError(f"no batch was planned with the output read before it within {timeout:g}s (the query's "
+                             "start-up and mid_batch_timeout_s; batches back to back leave no moment to read it): "
+                             "the driver was not killed")
+        seen, code = found
+        return {"phase": "after_offsets", "observed": seen, "batch": seen["batch"], "mid_batch": not seen["commit"],
+                "offset_log_last": (ctx.offset_log() or [None])[-1],
+                "commit_log_last": (ctx.commit_log() or [None])[-1],
+                "waited_s": round(time.monotonic() - t0, 3), "exit_code": code, "kills_so_far": ctx.query.kills,
+                "duplicates_declared": sum(r.end - r.start for r in self.effect.duplicates)}
+
+    def _kill_after_sink_write(self, ctx, point: str = "after") -> dict:
+        """Ask the driver to hold after its next batch's write (harness.spark.sinkhold), kill it held there; with
+        point "before", before the writer is called (after_offsets for a query that owns its sink)."""
         control, t0 = ctx.query.control, time.monotonic()
         # a batch planned from now on: not the one a restarting driver re-runs from an earlier kill
         from_batch = (ctx.offset_log() or [-1])[-1] + 1
         wait_s = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
-        sinkhold.request(control, from_batch, timeout_s=wait_s + 30)
+        sinkhold.request(control, from_batch, timeout_s=wait_s + 30, point=point)
         try:
             def holding():
                 child, hold = ctx.query.child, sinkhold.held(control)
@@ -269,14 +441,19 @@ class DriverKill(Fault):
             try:
                 hold = ctx.wait_for(holding, wait_s, "the driver to hold after a batch's write", interval=0.05)
             except TimeoutError:
-                raise FaultError(f"no batch from {from_batch} on was written within {wait_s:g}s (the query's "
-                                 "start-up and mid_batch_timeout_s): the driver was not killed") from None
+                raise FaultError(f"no batch from {from_batch} on reached the writer's {point} failpoint within "
+                                 f"{wait_s:g}s (the query's start-up and mid_batch_timeout_s): the driver was not "
+                                 "killed") from None
+            # held: the writer returned and Spark cannot commit the batch until foreachBatch returns
+            seen = observe(ctx.checkpoint, int(hold["batch"]), point == "after")
             # released before the restart can happen: the successor re-runs this batch and must not hold again
             code = self._kill(ctx, then=lambda: sinkhold.release(control))
         finally:
             sinkhold.release(control)
         batch = int(hold["batch"])
-        return {"mid_batch": not (ctx.checkpoint / "commits" / str(batch)).exists(), "after_sink_write": True,
+        return {"phase": "after_sink_write" if point == "after" else "after_offsets", "observed": seen,
+                "mid_batch": not (ctx.checkpoint / "commits" / str(batch)).exists(),
+                "after_sink_write": point == "after",
                 "batch": batch, "written_at": hold["at"], "offset_log_last": batch,
                 "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),
                 "exit_code": code, "kills_so_far": ctx.query.kills}
@@ -305,13 +482,20 @@ class DriverKill(Fault):
             return {"after_commit": commit, "visible": size - before["size"], "in_flight": batch_in_flight(ctx)}
 
         timeout = ctx.scenario.spark.start_timeout_s + self.options.mid_batch_timeout_s
-        hit = act_when(ctx, written_not_committed, timeout, lambda found: self._kill(ctx))
+        seen: dict = {}
+
+        def kill(found):
+            seen.update(observe(ctx.checkpoint, found["in_flight"], found["visible"] > 0))  # frozen
+            return self._kill(ctx)
+
+        hit = act_when(ctx, written_not_committed, timeout, kill)
         if hit is None:
             raise FaultError(f"no batch had rows visible in {sink.title}'s output before its commit within "
                              f"{timeout:g}s (the query's start-up and mid_batch_timeout_s): the driver was not killed")
         found, code = hit
         batch = found["in_flight"]
-        return {"mid_batch": batch is not None and not (ctx.checkpoint / "commits" / str(batch)).exists(),
+        return {"phase": "after_sink_write", "observed": seen,
+                "mid_batch": batch is not None and not (ctx.checkpoint / "commits" / str(batch)).exists(),
                 "after_sink_write": True, "batch": batch, "after_commit": found["after_commit"],
                 "output_records_visible": found["visible"], "offset_log_last": (ctx.offset_log() or [None])[-1],
                 "commit_log_last": (ctx.commit_log() or [None])[-1], "waited_s": round(time.monotonic() - t0, 3),

@@ -50,6 +50,8 @@ class SinkPart:
     # their batch, seen growing by `visible_output` (a query's own foreachBatch sink has one whatever the part:
     # harness.spark.sinkhold)
     kill_after_write: ClassVar[bool] = False
+    # it logs each batch it wrote (`batch_log`): a driver_kill's after_offsets/after_sink_write phases read it
+    logs_batches: ClassVar[bool] = False
     latency_end: ClassVar[str]  # where an event's end-to-end latency ends: when its row became visible downstream
     # The output lives outside the run directory (a broker's topic): the run reads it into sink/ once the query
     # has stopped, while the backend still runs (`record_output`, said as `recording`), and the checker judges
@@ -105,6 +107,11 @@ class SinkPart:
         """With `reads_output_after_run`: how latency is measured from `read_output`'s rows (result.json
         `oracle.latency`), or why it is not."""
         raise NotImplementedError
+
+    def batch_log(self, ctx) -> Path | None:
+        """The directory where the sink logs each batch it has written as a file named by the batch id (the file
+        sink's `_spark_metadata`), or None: a driver_kill's phases read it to tell whether a batch was written."""
+        return None
 
     def rewritable(self, ctx) -> list[DupRange]:
         """The input ranges whose rows may be written again if the batches in flight now are re-run (a killed

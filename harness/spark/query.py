@@ -387,15 +387,16 @@ def _start(spark, job: dict):
 
 def own_sink(write, sink_dir: str, params: dict, control: Path):
     """foreachBatch's function for a query that owns its sink: its writer with the run's sink directory (created
-    here, empty on a first start) and its params; then the failpoint a `driver_kill` with `after_sink_write`
-    holds the driver at (harness.spark.sinkhold)."""
+    here, empty on a first start) and its params, between the failpoints a `driver_kill`'s after_offsets and
+    after_sink_write phases hold the driver at (harness.spark.sinkhold)."""
     from harness.spark.sinkhold import hold_if_requested
 
     Path(sink_dir).mkdir(parents=True, exist_ok=True)
 
     def write_batch(batch_df, batch_id):
+        hold_if_requested(control, int(batch_id), "before")
         write(batch_df, int(batch_id), sink_dir, params)
-        hold_if_requested(control, int(batch_id))
+        hold_if_requested(control, int(batch_id), "after")
 
     return write_batch
 

@@ -18,6 +18,7 @@ class ParquetSink(SinkPart):
     kind = "parquet"
     summary = "the harness's file sink (exactly-once)"
     title = "Spark's file sink"
+    logs_batches = True
     latency_end = "the commit time of the batch that wrote the row (its _spark_metadata log file's)"
 
     def refusal(self, scenario, query_def) -> str | None:
@@ -29,6 +30,9 @@ class ParquetSink(SinkPart):
 
     def writer(self, writer, job: dict, source_options: dict[str, str]):
         return writer.format(self.kind).option("path", job["sink_path"])
+
+    def batch_log(self, ctx) -> Path:
+        return ctx.run_dir / "sink" / "_spark_metadata"
 
     def record_after_stop(self, sink_dir: Path) -> None:
         from harness.sinks.parquet.files import record_commit_times  # pandas: the judge's, not the driver's
