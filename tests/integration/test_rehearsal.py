@@ -26,6 +26,7 @@ def offset_log_conf(run_dir, batch: int) -> dict:
     return json.loads(lines[1])["conf"]
 
 
+@pytest.mark.slow  # 100 s; the same row runs in the matrix below, and change-shuffle-partitions in the catalogue's
 def test_a_shuffle_partitions_change_restarts_and_the_checkpoint_keeps_its_own(harness_env, tmp_path):
     """Spark documents spark.sql.shuffle.partitions as not to be changed on a checkpoint, and neither refuses nor
     applies a change: every batch after the restart still runs with 4 (its offset log says so), the windowed
