@@ -26,6 +26,7 @@ from pydantic import Field, model_validator
 
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
+from harness.faults.network import check_mode_fields
 
 MODE_FIELDS = {"latency": "latency_ms", "bandwidth": "bytes_per_s", "throttle": "share"}
 
@@ -46,15 +47,7 @@ class CheckpointStorageOptions(FaultOptions):
 
     @model_validator(mode="after")
     def _mode_fields(self):
-        need = MODE_FIELDS.get(self.mode)
-        if need and getattr(self, need) is None:
-            raise ValueError(f"mode = {self.mode!r} needs {need}")
-        for mode, name in MODE_FIELDS.items():
-            if mode != self.mode and getattr(self, name) is not None:
-                raise ValueError(f"{name} belongs to mode = {mode!r}, not {self.mode!r}")
-        if self.keep_resetting and self.mode != "reset":
-            raise ValueError(f"keep_resetting belongs to mode = 'reset', not {self.mode!r}")
-        return self
+        return check_mode_fields(self, MODE_FIELDS)
 
 
 @register

@@ -129,14 +129,9 @@ def act_when(ctx, state: Callable[[], T | None], timeout: float, action: Callabl
     every `poll_s`: short moments (between two back-to-back batches) need a short poll."""
     deadline = time.monotonic() + timeout
     while True:
-        child = ctx.query.child if ctx.query else None
-        if child is None or not child.alive():
-            raise FaultError("the query process is not running")
-        if state() is not None:
-            with frozen(child):
-                value = state()
-                if value is not None:
-                    return value, action(value)
+        hit = _act_frozen(ctx, state, state, action)
+        if hit is not None:
+            return hit
         if time.monotonic() > deadline:
             return None
         time.sleep(poll_s)
@@ -155,17 +150,25 @@ def act_on_create(ctx, dirs: list, state: Callable[[], T | None], timeout: float
         return None
     with Watch(dirs) as watch:
         while True:
-            child = ctx.query.child if ctx.query else None
-            if child is None or not child.alive():
-                raise FaultError("the query process is not running")
-            if (ready or state)() is not None:
-                with frozen(child):
-                    value = state()
-                    if value is not None:
-                        return value, action(value)
+            hit = _act_frozen(ctx, ready or state, state, action)
+            if hit is not None:
+                return hit
             if time.monotonic() > deadline:
                 return None
             watch.names(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+
+def _act_frozen(ctx, ready: Callable[[], Any], state: Callable[[], T | None],
+                action: Callable[[T], Any]) -> tuple[T, Any] | None:
+    """When `ready()` holds: freeze the query, and with `state()` still holding, act there (value, what it did)."""
+    child = ctx.query.child if ctx.query else None
+    if child is None or not child.alive():
+        raise FaultError("the query process is not running")
+    if ready() is None:
+        return None
+    with frozen(child):
+        value = state()
+        return None if value is None else (value, action(value))
 
 
 def _planned_at(ctx, batch: int) -> float:

@@ -42,15 +42,21 @@ class NetworkOptions(FaultOptions):
 
     @model_validator(mode="after")
     def _mode_fields(self):
-        need = MODE_FIELDS.get(self.mode)
-        if need and getattr(self, need) is None:
-            raise ValueError(f"mode = {self.mode!r} needs {need}")
-        for mode, name in MODE_FIELDS.items():
-            if mode != self.mode and getattr(self, name) is not None:
-                raise ValueError(f"{name} belongs to mode = {mode!r}, not {self.mode!r}")
-        if self.keep_resetting and self.mode != "reset":
-            raise ValueError(f"keep_resetting belongs to mode = 'reset', not {self.mode!r}")
-        return self
+        return check_mode_fields(self, MODE_FIELDS)
+
+
+def check_mode_fields(options, mode_fields: dict[str, str]):
+    """A proxy fault's options (this one's, and `checkpoint_storage`'s in front of the object store): each mode's
+    own field given for its mode and for no other, `keep_resetting` only with `reset`."""
+    need = mode_fields.get(options.mode)
+    if need and getattr(options, need) is None:
+        raise ValueError(f"mode = {options.mode!r} needs {need}")
+    for mode, name in mode_fields.items():
+        if mode != options.mode and getattr(options, name) is not None:
+            raise ValueError(f"{name} belongs to mode = {mode!r}, not {options.mode!r}")
+    if options.keep_resetting and options.mode != "reset":
+        raise ValueError(f"keep_resetting belongs to mode = 'reset', not {options.mode!r}")
+    return options
 
 
 @register
