@@ -429,7 +429,7 @@ class SparkQueryProcess:
         status = self.status()
         if status.get("state") in ("finished", "drained"):
             return "finished"
-        crash = {"at": time.time(), "state": status.get("state"), "error": str(status.get("error") or "")[:2000],
+        crash = {"at": time.time(), "state": status.get("state"), "error": str(status.get("error") or "")[:8000],
                  "exit_code": self.child.proc.returncode if self.child else None}
         self.crashes.append(crash)
         if self.failure_restarts <= 0:
