@@ -369,3 +369,18 @@ def test_outage_oom_declares_the_out_of_memory_crash_loop_on_a_small_driver():
     fault = scenario.faults[0]
     assert (fault.kind, fault.crash_loop, fault.crash_error) == ("outage", True, "java.lang.OutOfMemoryError")
     assert (scenario.spark.query, scenario.spark.driver_memory) == ("collect_to_driver", "512m")
+
+
+def test_a_driver_jvm_that_exited_on_out_of_memory_is_read_from_its_own_log_since_this_start(tmp_path):
+    from harness.spark.process import SparkQueryProcess
+
+    proc = object.__new__(SparkQueryProcess)  # only its log is read: no driver started
+    proc.spark_dir = tmp_path
+    earlier = "Exception in thread \"x\" java.lang.OutOfMemoryError: Java heap space\n"
+    (tmp_path / "driver.log").write_text(earlier)
+    proc._log_from = len(earlier)  # a restart: the earlier start's lines are not this one's
+    assert proc._fatal_jvm_line() is None
+    with open(tmp_path / "driver.log", "a") as f:
+        f.write("Exception in thread \"y\" java.lang.OutOfMemoryError: Java heap space\n"
+                "Terminating due to java.lang.OutOfMemoryError: Java heap space\nlater line\n")
+    assert proc._fatal_jvm_line() == "driver JVM: Terminating due to java.lang.OutOfMemoryError: Java heap space"
