@@ -384,3 +384,21 @@ def test_a_driver_jvm_that_exited_on_out_of_memory_is_read_from_its_own_log_sinc
         f.write("Exception in thread \"y\" java.lang.OutOfMemoryError: Java heap space\n"
                 "Terminating due to java.lang.OutOfMemoryError: Java heap space\nlater line\n")
     assert proc._fatal_jvm_line() == "driver JVM: Terminating due to java.lang.OutOfMemoryError: Java heap space"
+
+
+def test_the_cap_search_replays_the_measured_outage_oom_search():
+    """The trial outcomes `harness outage-cap outage-oom --drain-within-s 120` measured (docs/commands.md): as
+    written out of memory with a backlog of 112,450, 15,906 and 42,292 held, 68,962 out of memory."""
+    from harness.commands.outage_cap import Trial, search
+
+    measured = {None: "crash", 15_906: "held", 42_292: "held", 68_962: "crash"}
+    seen = []
+
+    def trial(cap):
+        seen.append(cap)
+        return Trial(cap, measured[cap], backlog_events=112_450)
+
+    result = search(trial, floor=2_250, max_trials=4)  # 1,500 events/s x 1 s x 1.5
+    assert seen == [None, 15_906, 42_292, 68_962]  # sqrt(2,250 x 112,450), sqrt(15,906 x 112,450), ...
+    assert (result.recommended, result.uncapped) == (42_292, False)
+    assert "68,962 failed" in result.reason
