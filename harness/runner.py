@@ -599,7 +599,7 @@ def stop_everything(ctx: RunContext) -> None:
             ctx.state.query.update(state="failed", error=ctx.query.gave_up)
         if ctx.query.crashes:  # failures a restart policy restarted (harness.faults.outage)
             ctx.state.query.update(crashes=len(ctx.query.crashes), crash_list=[
-                {**c, "error": str(c.get("error") or "")[:500]} for c in ctx.query.crashes])
+                {**c, "error": str(c.get("error") or "")[:8000]} for c in ctx.query.crashes])  # the cause lies deep
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------

@@ -65,12 +65,31 @@ def first_batch(progress: list[dict], restarted_at: float, after_batch: int | No
     return None
 
 
-def crash_loop(query: dict, restarted_at: float) -> dict[str, Any]:
-    """The failures after the restart, and whether the restart policy gave up on the query (a crash-loop)."""
+def crash_loop(query: dict, restarted_at: float, expected: str | None = None) -> dict[str, Any]:
+    """The failures after the restart, why each failed (its cause: the line a reader looks for, deep in a
+    foreachBatch traceback), how many show the declared error (`expected`, the outage's `crash_error`), and
+    whether the restart policy gave up on the query (a crash-loop)."""
     crashes = [c for c in query.get("crash_list") or [] if float(c.get("at", 0)) >= restarted_at]
     gave_up = query.get("state") == "failed" and CRASH_LOOP in str(query.get("error") or "")
     return {"crashes": len(crashes), "gave_up": gave_up,
-            "crash_errors": sorted({_first_line(c.get("error")) for c in crashes})[:3]}
+            "crash_errors": sorted({cause(c.get("error"), expected) for c in crashes})[:3],
+            "crash_error": expected,
+            "crashes_as_declared": sum(1 for c in crashes if expected and expected in str(c.get("error") or ""))}
+
+
+CAUSES = ("java.lang.OutOfMemoryError", "spark.driver.maxResultSize")  # what a reader looks for first
+
+
+def cause(error: Any, expected: str | None = None) -> str:
+    """The line of an error that says why the query failed: the one with the declared text, else with an
+    out-of-memory or result-size error (a foreachBatch failure's first line only names the Python proxy), else
+    the first line."""
+    lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
+    for marker in ((expected,) if expected else ()) + CAUSES:
+        for line in lines:
+            if marker in line:
+                return line[:200]
+    return _first_line(error)
 
 
 def measure_outage(record: dict, progress: list[dict], query: dict, samples: list[dict], recovery: dict | None,
@@ -96,7 +115,9 @@ def measure_outage(record: dict, progress: list[dict], query: dict, samples: lis
         "peak_rss_mb": peak_rss_mb(samples, rest, until) if rest is not None else {},
         "drain_s": drained_at, "drain_eps": (recovery or {}).get("drain_gross_eps"),
         "backlog_peak_events": (recovery or {}).get("backlog_peak_events"),
-        **(crash_loop(query, rest) if rest is not None else {"crashes": 0, "gave_up": False, "crash_errors": []})}
+        **(crash_loop(query, rest, detail.get("inject_crash_error")) if rest is not None else
+           {"crashes": 0, "gave_up": False, "crash_errors": [], "crash_error": detail.get("inject_crash_error"),
+            "crashes_as_declared": 0})}
     return out
 
 

@@ -56,8 +56,9 @@ def outage_backlog(run: RunView) -> list[Check]:
 
 def outage_crash_loop(run: RunView) -> list[Check]:
     """The crash-loop as declared: with `crash_loop = true` the restarted query must fail after each of its
-    `max_restarts` restarts and be given up on (QUERY_CRASH_LOOP); with false it must not fail at all (a failure
-    the policy restarted from is a crash, declared or not)."""
+    `max_restarts` restarts and be given up on (QUERY_CRASH_LOOP), every time with `crash_error` when declared
+    (an out-of-memory loop is not any loop); with false it must not fail at all (a failure the policy restarted
+    from is a crash, declared or not)."""
     if not run.outages:
         return []
     problems, said = [], []
@@ -65,10 +66,14 @@ def outage_crash_loop(run: RunView) -> list[Check]:
         happened = f"{o['crashes']} failures after the restart" + (", given up on" if o["gave_up"] else "") + (
             f" ({'; '.join(o['crash_errors'])})" if o["crash_errors"] else "")
         if o["crash_loop_expected"]:
+            why = o.get("crash_error")
             ok = o["gave_up"] and o["crashes"] >= int(o["max_restarts"] or 0) + 1
+            if why:  # every failure for the declared reason (an out-of-memory loop, not any loop)
+                ok = ok and o.get("crashes_as_declared", 0) == o["crashes"]
+                happened += f"; {o.get('crashes_as_declared', 0)} of them with {why}"
             (said if ok else problems).append(
-                f"{_label(o)}: crash-loop declared (fail {int(o['max_restarts'] or 0) + 1} times, then given up); "
-                + happened)
+                f"{_label(o)}: crash-loop declared (fail {int(o['max_restarts'] or 0) + 1} times"
+                + (f" with {why}" if why else "") + ", then given up); " + happened)
         elif o["crashes"] or o["gave_up"]:
             problems.append(f"{_label(o)}: no crash-loop declared; {happened}")
         else:

@@ -54,6 +54,10 @@ class OutageOptions(FaultOptions):
     crash_loop: bool = Field(False, description=(
         "whether the restarted query must crash-loop (fail max_restarts + 1 times, then given up on): the run "
         "passes only if it does; false: it must not fail at all"))
+    crash_error: str | None = Field(None, min_length=1, max_length=200, description=(
+        "with crash_loop = true: text every failure after the restart must show in its error (e.g. "
+        "\"java.lang.OutOfMemoryError\": the out-of-memory crash-loop); unset: any failure counts; with "
+        "crash_loop = false not judged (harness outage-cap's trials set it so)"))
     drain_within_s: float | None = Field(None, gt=0, description=(
         "the backlog must be drained (the lag back within its band before the outage) this many seconds after "
         "the restart; unset: measured, not judged"))
@@ -120,6 +124,7 @@ class Outage(Fault):
                 "ends_at_stop": _keyed(backend.end_offsets(ctx.stream)),
                 "retention_ms": self.options.retention_ms, "cap": batch_cap(ctx.scenario),
                 "crash_loop_expected": self.options.crash_loop, "max_restarts": self.options.max_restarts,
+                "crash_error": self.options.crash_error,
                 "drain_within_s": self.options.drain_within_s}
 
     def heal(self, ctx) -> dict:

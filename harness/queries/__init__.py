@@ -1,7 +1,7 @@
 """The queries under test, and the contract every one of them (the harness's and a user's own) follows.
 
 A scenario names its query with `spark.query`: a built-in name (`passthrough`, `windowed_count`, `dedup`,
-`sessions`) or
+`sessions`, `collect_to_driver`) or
 `"package.module:function"` for a user's own. A user's module is looked up first in the scenario file's
 directory: the harness puts that directory on its own `sys.path` when it loads the scenario and on the query
 process's `PYTHONPATH` (which the Python workers of `local[N]` executors inherit), so `my_job.py` next to
@@ -70,7 +70,8 @@ from typing import Any, Callable
 BUILT_IN = {"passthrough": "harness.queries.passthrough:query",
             "windowed_count": "harness.queries.windowed_count:query",
             "dedup": "harness.queries.dedup:query",
-            "sessions": "harness.queries.sessions:query"}
+            "sessions": "harness.queries.sessions:query",
+            "collect_to_driver": "harness.queries.collect_to_driver:query"}
 ORACLES = ("events", "window_counts", "sessions")
 # a window_counts query's `window` param when the scenario gives none: the query's and its oracle's, here (the
 # contract) rather than in harness.oracles, whose pandas and numpy the query process must not import

@@ -244,6 +244,8 @@ class SparkQueryProcess:
             raise RuntimeError("the query's source is not known yet: start(await_source=True), or provide_source")
         job_path = self.spark_dir / "job.json"
         job_path.write_text(json.dumps(job, indent=2))
+        log = self.spark_dir / "driver.log"
+        self._log_from = log.stat().st_size if log.exists() else 0  # where this start's lines begin
         for stale in ("stop",) if keep_drain else ("drain.json", "stop"):
             (self.control / stale).unlink(missing_ok=True)
         self.status_path.unlink(missing_ok=True)
@@ -429,13 +431,30 @@ class SparkQueryProcess:
                 return "failed"
             return "running" if state == "started" else "restarting"
 
+    def _fatal_jvm_line(self) -> str | None:
+        """The driver JVM's own last words since this start (its log): the out-of-memory error it died of, which
+        the Python side of a driver whose JVM exited never saw; None when there is none."""
+        try:
+            with open(self.spark_dir / "driver.log", "rb") as f:
+                f.seek(getattr(self, "_log_from", 0))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        lines = [line.strip() for line in text.splitlines() if "java.lang.OutOfMemoryError" in line]
+        terminating = [line for line in lines if line.startswith("Terminating due to")]
+        return "driver JVM: " + (terminating or lines)[-1][:300] if lines else None
+
     def _after_failure(self, timeline) -> str:
         """A driver that ended on its own under a restart policy: restarted while restarts are left, else given
         up on (the crash-loop bounded). Called with the lock held."""
         status = self.status()
         if status.get("state") in ("finished", "drained"):
             return "finished"
-        crash = {"at": time.time(), "state": status.get("state"), "error": str(status.get("error") or "")[:2000],
+        error = str(status.get("error") or "")
+        fatal = self._fatal_jvm_line()
+        if fatal and fatal not in error:  # a JVM that exited on it (-XX:+ExitOnOutOfMemoryError) said why in its log
+            error = f"{error}\n{fatal}".strip()
+        crash = {"at": time.time(), "state": status.get("state"), "error": error[-8000:] if fatal else error[:8000],
                  "exit_code": self.child.proc.returncode if self.child else None}
         self.crashes.append(crash)
         if self.failure_restarts <= 0:

@@ -73,3 +73,36 @@ def test_outage_dataloss_loop_restarts_into_the_data_loss_error_and_is_given_up_
     assert any(int(s) > int(committed.get(p, 0)) for p, s in start.items())
     # nothing the query had committed before the outage is missing from the sink
     assert result["counts"]["lost"] == 0 and result["counts"]["duplicates"] == 0
+
+
+@pytest.mark.slow  # a whole scenario and three restarts that each run out of memory: about 5 minutes here
+@pytest.mark.timeout(1200)
+def test_outage_oom_restarts_into_an_out_of_memory_error_and_is_given_up_on(harness_env, tmp_path):
+    """The uncapped first batch after the outage collected to a 512 MiB driver: Java heap space, at every restart
+    (the same planned batch), given up on. Recomputed from the raw records: the driver's own log, the sink's
+    files, the producers' acks and the offsets the fault read."""
+    import pandas as pd
+    from pathlib import Path
+
+    out = tmp_path / "outage-oom"
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "outage-oom.toml"
+    result, proc = run_scenario(str(scenario), out, harness_env)
+    assert_passed(result, proc)
+    c = checks(result)
+    assert c["outage_crash_loop"]["status"] == "pass" and c["expected_failure"]["status"] == "pass"
+    assert result["query"]["error"].startswith("[QUERY_CRASH_LOOP] the query failed 3 times")
+    (o,) = result["outages"]
+    assert (o["crashes"], o["crashes_as_declared"], o["gave_up"], o["first_batch"]) == (3, 3, True, None)
+    # the driver JVM's own log says why, once per failure: the heap (-XX:+ExitOnOutOfMemoryError), not another error
+    log = (out / "spark" / "driver.log").read_text(errors="replace")
+    assert log.count("Terminating due to java.lang.OutOfMemoryError: Java heap space") == 3  # it exits on it
+    # the backlog the first batch had to collect: the ends at the restart less the commits, > the 512 MiB heap
+    heal = next(r for r in fault_rows(out) if r["action"] == "heal")["detail"]
+    committed, ends = heal["committed_at_restart"], heal["ends_at_restart"]
+    backlog = sum(int(e) - int(committed.get(p, 0)) for p, e in ends.items())
+    assert backlog == o["backlog_events"] and backlog * 8192 > 512 * 2**20
+    # the sink holds exactly the acked events below the commits: every batch before the outage, once
+    sink = pd.concat([pd.read_parquet(f) for f in sorted((out / "sink").glob("batch-*.parquet"))])
+    acks = acked(out)
+    below = acks[[int(off) < int(committed.get(str(p), 0)) for p, off in zip(acks["partition"], acks["offset"])]]
+    assert len(sink) == len(sink[["producer", "seq"]].drop_duplicates()) == len(below) > 0

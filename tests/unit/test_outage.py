@@ -282,3 +282,123 @@ def test_the_restart_policy_ends_once_a_batch_planned_after_the_restart_has_comp
     assert q.watch() == "running" and q.under_restart_policy
     (tmp_path / "progress.jsonl").write_text(json.dumps(rerun) + "\n" + json.dumps(progress(8, T + 9, 9000)) + "\n")
     assert q.watch() == "running" and not q.under_restart_policy and starts == []
+
+
+# -- an out-of-memory crash-loop (scenario outage-oom) ------------------------------------------------------------
+PROXY_OOM = ("[STREAM_FAILED] An exception was raised by the Python Proxy. Return Message: Traceback (most recent "
+             "call last):\n  File \"clientserver.py\", line 644, in _call_proxy\n"
+             "py4j.protocol.Py4JJavaError: An error occurred while calling o49.collectToPython.\n"
+             ": java.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.util.Arrays.copyOf(Arrays.java:3537)")
+
+
+def test_the_cause_of_a_foreach_batch_failure_is_the_out_of_memory_line_not_the_proxys_first_line():
+    from harness.analysis.outages import cause
+
+    assert cause(PROXY_OOM) == ": java.lang.OutOfMemoryError: Java heap space"
+    assert cause(PROXY_OOM, "collectToPython") == (
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o49.collectToPython.")
+    lost = "[KAFKA_DATA_LOSS] Some data may have been lost"
+    assert cause(lost + "\nmore") == lost
+    assert cause("") == "(no error recorded)"
+
+
+def test_a_declared_crash_error_is_counted_per_failure_after_the_restart():
+    query = {"state": "failed", "error": "[QUERY_CRASH_LOOP] the query failed 3 times ...",
+             "crash_list": [{"at": T - 30, "error": PROXY_OOM}, {"at": T + 5, "error": PROXY_OOM},
+                            {"at": T + 15, "error": "[KAFKA_DATA_LOSS] lost"}, {"at": T + 25, "error": PROXY_OOM}]}
+    out = measure_outage(record(inject_crash_error="java.lang.OutOfMemoryError"), [], query, [], None, T + 60)
+    assert (out["crashes"], out["crashes_as_declared"], out["crash_error"]) == (3, 2, "java.lang.OutOfMemoryError")
+    assert out["crash_errors"] == [": java.lang.OutOfMemoryError: Java heap space", "[KAFKA_DATA_LOSS] lost"]
+
+
+def test_a_declared_out_of_memory_loop_fails_when_a_failure_had_another_cause():
+    loop = dict(first_batch=None, crashes=3, gave_up=True, crash_loop_expected=True, drain_within_s=None,
+                crash_error="java.lang.OutOfMemoryError", crash_errors=[": java.lang.OutOfMemoryError: Java heap"])
+    assert status(outage_crash_loop(view(outages=[outage(**loop, crashes_as_declared=3)]))) == ["pass"]
+    assert status(outage_crash_loop(view(outages=[outage(**loop, crashes_as_declared=2)]))) == ["fail"]
+    assert status(outage_crash_loop(view(outages=[outage(**loop, crashes_as_declared=0)]))) == ["fail"]
+    # not declared: any failure makes the loop
+    assert status(outage_crash_loop(view(outages=[outage(**{**loop, "crash_error": None})]))) == ["pass"]
+
+
+def test_a_crash_error_is_an_option_of_text():
+    assert OutageOptions(at_s=5, down_s=20, crash_loop=True, crash_error="java.lang.OutOfMemoryError").crash_error
+    with pytest.raises(ValidationError):
+        OutageOptions(at_s=5, down_s=20, crash_loop=True, crash_error="")
+
+
+# -- the query that runs out of memory (harness.queries.collect_to_driver) ---------------------------------------
+class FakeBatch:
+    """A micro-batch as foreachBatch hands it over: collect() returns its rows."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def collect(self):
+        return self.rows
+
+
+def test_collect_to_driver_writes_each_batch_id_once_and_reads_every_row_back(tmp_path):
+    from harness.queries import resolve
+    from harness.queries.collect_to_driver import query
+
+    q = resolve("collect_to_driver")
+    assert (q.oracle, q.foreach_batch, q.read_sink) == ("events", query.foreach_batch, query.read_sink)
+    rows = [{"producer": 0, "seq": s, "intended_ms": 1.5 * s, "partition": s % 2, "offset": s // 2,
+             "payload": "x" * 8} for s in range(5)]
+    q.foreach_batch(FakeBatch(rows), 0, str(tmp_path), {})
+    q.foreach_batch(FakeBatch(rows[:2]), 0, str(tmp_path), {})  # batch 0 re-run after a restart: skipped
+    q.foreach_batch(FakeBatch(rows[4:]), 1, str(tmp_path), {})
+    out = q.read_sink(str(tmp_path), {})
+    assert list(zip(out["seq"], out["batch_id"])) == [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (4, 1)]
+    assert "payload" not in out.columns and out["commit_ms"].notna().all()
+    assert len(q.read_sink(str(tmp_path / "none"), {})) == 0
+
+
+def test_collect_to_driver_refuses_unknown_params():
+    from harness.queries import resolve
+
+    q = resolve("collect_to_driver")
+    assert q.check_params({}) is None and q.check_params({"payload": False}) is None
+    assert "not known" in q.check_params({"size": 1})
+    assert "true or false" in q.check_params({"payload": 1})
+
+
+def test_outage_oom_declares_the_out_of_memory_crash_loop_on_a_small_driver():
+    scenario, _, _ = load_scenario("scenarios/outage-oom.toml", [])
+    fault = scenario.faults[0]
+    assert (fault.kind, fault.crash_loop, fault.crash_error) == ("outage", True, "java.lang.OutOfMemoryError")
+    assert (scenario.spark.query, scenario.spark.driver_memory) == ("collect_to_driver", "512m")
+
+
+def test_a_driver_jvm_that_exited_on_out_of_memory_is_read_from_its_own_log_since_this_start(tmp_path):
+    from harness.spark.process import SparkQueryProcess
+
+    proc = object.__new__(SparkQueryProcess)  # only its log is read: no driver started
+    proc.spark_dir = tmp_path
+    earlier = "Exception in thread \"x\" java.lang.OutOfMemoryError: Java heap space\n"
+    (tmp_path / "driver.log").write_text(earlier)
+    proc._log_from = len(earlier)  # a restart: the earlier start's lines are not this one's
+    assert proc._fatal_jvm_line() is None
+    with open(tmp_path / "driver.log", "a") as f:
+        f.write("Exception in thread \"y\" java.lang.OutOfMemoryError: Java heap space\n"
+                "Terminating due to java.lang.OutOfMemoryError: Java heap space\nlater line\n")
+    assert proc._fatal_jvm_line() == "driver JVM: Terminating due to java.lang.OutOfMemoryError: Java heap space"
+
+
+def test_the_cap_search_replays_the_measured_outage_oom_search():
+    """The trial outcomes `harness outage-cap outage-oom --drain-within-s 120` measured (docs/commands.md): as
+    written out of memory with a backlog of 112,450, 15,906 and 42,292 held, 68,962 out of memory."""
+    from harness.commands.outage_cap import Trial, search
+
+    measured = {None: "crash", 15_906: "held", 42_292: "held", 68_962: "crash"}
+    seen = []
+
+    def trial(cap):
+        seen.append(cap)
+        return Trial(cap, measured[cap], backlog_events=112_450)
+
+    result = search(trial, floor=2_250, max_trials=4)  # 1,500 events/s x 1 s x 1.5
+    assert seen == [None, 15_906, 42_292, 68_962]  # sqrt(2,250 x 112,450), sqrt(15,906 x 112,450), ...
+    assert (result.recommended, result.uncapped) == (42_292, False)
+    assert "68,962 failed" in result.reason
