@@ -63,7 +63,7 @@ def test_unknown_query_exits_2_naming_spark_query(harness_env, tmp_path):
                           timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "stateful.toml: spark.query: unknown query 'windowd_count'" in proc.stderr
-    assert "allowed: passthrough, windowed_count, dedup, sessions or 'package.module:function'" in proc.stderr
+    assert "allowed: passthrough, windowed_count, dedup, sessions, collect_to_driver or 'package.module:function'" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r").exists()
 
 
