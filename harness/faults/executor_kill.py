@@ -43,6 +43,23 @@ def expected_executors(scenario) -> int:
     return int(LOCAL_CLUSTER.match(spark.master).group(1))
 
 
+def wait_for_executors(ctx, expected: int) -> None:
+    """Every executor JVM the scenario starts is up (a replacement after an earlier fault included), or FaultError
+    naming what was found: a fault that picks one picks among all of them."""
+    try:
+        ctx.wait_for(lambda: len(executors(ctx)) >= expected, REPLACEMENT_TIMEOUT_S, f"{expected} executor JVMs",
+                     interval=0.5)
+    except TimeoutError as exc:
+        raise FaultError(f"{exc}; found {executors(ctx)}") from None
+
+
+def seeded_pick(ctx, kind: str) -> random.Random:
+    """The random source for this fault kind's next pick: the scenario's seed and how many picks the kind made so
+    far in this run (ctx.fault_memory), so a run replays its choices and each injection draws anew."""
+    n = ctx.fault_memory[f"{kind}_picks"] = ctx.fault_memory.get(f"{kind}_picks", 0) + 1
+    return random.Random(f"{ctx.scenario.seed}:{kind}:{n}")
+
+
 def executors(ctx) -> dict[int, str]:
     """{pid: Spark executor id} of the executor JVMs: under the run's standalone workers, else under the query's
     driver (local-cluster)."""
@@ -92,13 +109,8 @@ class ExecutorKill(Fault):
     def inject(self, ctx) -> dict:
         self.expected = expected_executors(ctx.scenario)
         wait_running(ctx, ctx.scenario.spark.start_timeout_s)
-        try:
-            ctx.wait_for(lambda: len(executors(ctx)) >= self.expected, REPLACEMENT_TIMEOUT_S,
-                         f"{self.expected} executor JVMs", interval=0.5)
-        except TimeoutError as exc:
-            raise FaultError(f"{exc}; found {executors(ctx)}") from None
-        n = ctx.fault_memory["executor_kill_picks"] = ctx.fault_memory.get("executor_kill_picks", 0) + 1
-        rng = random.Random(f"{ctx.scenario.seed}:executor_kill:{n}")
+        wait_for_executors(ctx, self.expected)
+        rng = seeded_pick(ctx, "executor_kill")
 
         def kill(batch):
             found = executors(ctx)

@@ -18,7 +18,6 @@ restarted and ran a batch soon after the heal. What Spark logged about it is rec
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import time
@@ -32,7 +31,7 @@ from harness.faults.base import Fault, FaultError, FaultOptions
 from harness.faults.driver_kill import _killpg, _wait_stopped, batch_in_flight, needs_running_query, rewritable, \
     wait_running
 from harness.faults.executor_kill import (LOCAL_CLUSTER, REPLACEMENT_TIMEOUT_S, _driver_log_tail, executors,
-                                         expected_executors)
+                                         expected_executors, seeded_pick, wait_for_executors)
 from harness.text.durations import spark_time_string_ms
 
 EXIT_WATCH_S = 15.0  # after the heal, how long to watch whether the resumed executor JVM exits (or lingers)
@@ -139,14 +138,8 @@ class Pause(Fault):
             time.sleep(0.02)
 
     def _freeze_executor(self, ctx) -> dict:
-        expected = expected_executors(ctx.scenario)
-        try:
-            ctx.wait_for(lambda: len(executors(ctx)) >= expected, REPLACEMENT_TIMEOUT_S,
-                         f"{expected} executor JVMs", interval=0.5)
-        except TimeoutError as exc:
-            raise FaultError(f"{exc}; found {executors(ctx)}") from None
-        n = ctx.fault_memory["pause_picks"] = ctx.fault_memory.get("pause_picks", 0) + 1
-        rng = random.Random(f"{ctx.scenario.seed}:pause:{n}")
+        wait_for_executors(ctx, expected_executors(ctx.scenario))
+        rng = seeded_pick(ctx, "pause")
         deadline = time.monotonic() + self.options.mid_batch_timeout_s
         while batch_in_flight(ctx) is None and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -10,7 +10,6 @@ logged about the loss.
 """
 from __future__ import annotations
 
-import random
 import re
 import time
 from typing import Literal
@@ -20,7 +19,8 @@ from pydantic import Field
 from harness.faults import register
 from harness.faults.base import Fault, FaultError, FaultOptions
 from harness.faults.driver_kill import act_when, batch_in_flight, needs_running_query, rewritable, wait_running
-from harness.faults.executor_kill import REPLACEMENT_TIMEOUT_S, _driver_log_tail, executors, expected_executors
+from harness.faults.executor_kill import REPLACEMENT_TIMEOUT_S, _driver_log_tail, executors, expected_executors, \
+    seeded_pick, wait_for_executors
 
 
 class WorkerKillOptions(FaultOptions):
@@ -58,17 +58,10 @@ class WorkerKill(Fault):
         from harness.spark.cluster import spark_cluster
 
         cluster = spark_cluster(ctx)
-        expected = expected_executors(ctx.scenario)
         wait_running(ctx, ctx.scenario.spark.start_timeout_s)
-        try:
-            ctx.wait_for(lambda: len(executors(ctx)) >= expected, REPLACEMENT_TIMEOUT_S,
-                         f"{expected} executor JVMs", interval=0.5)
-        except TimeoutError as exc:
-            raise FaultError(f"{exc}; found {executors(ctx)}") from None
-        n = ctx.fault_memory["worker_kill_picks"] = ctx.fault_memory.get("worker_kill_picks", 0) + 1
-        index = self.options.worker
-        if index is None:
-            index = random.Random(f"{ctx.scenario.seed}:worker_kill:{n}").randrange(len(cluster.workers))
+        wait_for_executors(ctx, expected_executors(ctx.scenario))
+        rng = seeded_pick(ctx, "worker_kill")  # drawn even when pinned: later picks stay where they were
+        index = self.options.worker if self.options.worker is not None else rng.randrange(len(cluster.workers))
 
         def kill(batch):
             hosted = cluster.executors(index)
